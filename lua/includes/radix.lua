@@ -1,0 +1,140 @@
+-- Radix-tree node maintenance inside ONE shard (tag). Needs keys.lua, errors.lua, common.lua.
+--
+-- Node HASH fields: p parent hash ('' = unknown/root), ps parent shard (-1 = none), g link
+-- generation of the edge parent->node, t created (ms), s leaf score, h hits.
+-- Children ZSET: child hash -> link generation. A node is in the leaves index exactly when it has
+-- registered keys and no children. Cross-shard steps are returned as continuations
+-- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
+-- child-first); a parent's edge is dropped only when its generation still matches, so a child
+-- re-linked meanwhile keeps its edge.
+
+local function radix_refresh_leaf(tag, h)
+  local nk = redis.call('SCARD', K.node_keys(tag, h))
+  local nc = redis.call('ZCARD', K.node_children(tag, h))
+  if nk > 0 and nc == 0 then
+    local s = redis.call('HGET', K.node(tag, h), 's')
+    redis.call('ZADD', K.leaves(tag), tonumber(s) or 0, h)
+  else
+    redis.call('ZREM', K.leaves(tag), h)
+  end
+end
+
+local function radix_create(tag, h, now)
+  local nkey = K.node(tag, h)
+  if redis.call('EXISTS', nkey) == 1 then
+    return false
+  end
+  redis.call('HSET', nkey, 'p', '', 'ps', '-1', 'g', '0', 't', now, 's', now, 'h', '0')
+  redis.call('SADD', K.nodes(tag), h)
+  redis.call('HINCRBY', K.stats(tag), 'nodes', 1)
+  return true
+end
+
+-- Parent-side step of a link: the edge (creating a shell parent if needed). Returns its generation.
+local function radix_link_edge(tag, parent, child, now)
+  radix_create(tag, parent, now)
+  local ckey = K.node_children(tag, parent)
+  local gen = now
+  local old = redis.call('ZSCORE', ckey, child)
+  if old and tonumber(old) >= gen then
+    gen = tonumber(old) + 1
+  end
+  redis.call('ZADD', ckey, gen, child)
+  redis.call('ZREM', K.leaves(tag), parent)
+  return gen
+end
+
+-- Child-side step: record the parent (if known) and add keys. Returns code, message.
+local function radix_attach(tag, h, parent, pshard, gen, keys, now)
+  local nkey = K.node(tag, h)
+  local cur = redis.call('HGET', nkey, 'p')
+  if cur and cur ~= '' and parent ~= '' and cur ~= parent then
+    return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. cur
+  end
+  radix_create(tag, h, now)
+  if parent ~= '' then
+    redis.call('HSET', nkey, 'p', parent, 'ps', pshard, 'g', gen)
+  end
+  local added = 0
+  for _, key in ipairs(keys) do
+    added = added + redis.call('SADD', K.node_keys(tag, h), key)
+  end
+  if added > 0 then
+    redis.call('HINCRBY', K.stats(tag), 'rkeys', added)
+  end
+  radix_refresh_leaf(tag, h)
+  return E.OK, ''
+end
+
+-- Deletes h if it has no keys and no children, then walks up while the parent is in this shard.
+local function radix_collapse(tag, shard, h, conts)
+  local guard = 0
+  while h and guard < 1000000 do
+    guard = guard + 1
+    local nkey = K.node(tag, h)
+    if redis.call('EXISTS', nkey) == 0 then
+      return
+    end
+    if redis.call('SCARD', K.node_keys(tag, h)) > 0
+        or redis.call('ZCARD', K.node_children(tag, h)) > 0 then
+      radix_refresh_leaf(tag, h)
+      return
+    end
+    local f = redis.call('HMGET', nkey, 'p', 'ps', 'g')
+    redis.call('DEL', nkey)
+    redis.call('SREM', K.nodes(tag), h)
+    redis.call('ZREM', K.leaves(tag), h)
+    redis.call('HINCRBY', K.stats(tag), 'nodes', -1)
+    local p, ps, g = f[1], tonumber(f[2]), f[3]
+    if not p or p == '' then
+      return
+    end
+    if ps ~= shard then
+      table.insert(conts, { p, tostring(ps), h, g })
+      return
+    end
+    local sc = redis.call('ZSCORE', K.node_children(tag, p), h)
+    if not sc or tonumber(sc) ~= tonumber(g) then
+      return
+    end
+    redis.call('ZREM', K.node_children(tag, p), h)
+    h = p
+  end
+end
+
+-- Removes one registered key from its node; cascades through empty shells.
+local function radix_remove_key(tag, shard, h, key, conts)
+  if redis.call('SREM', K.node_keys(tag, h), key) == 0 then
+    return 0
+  end
+  redis.call('HINCRBY', K.stats(tag), 'rkeys', -1)
+  radix_collapse(tag, shard, h, conts)
+  return 1
+end
+
+-- Parent-side step of an unlink: drop the edge if its generation matches, then cascade.
+local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
+  local sc = redis.call('ZSCORE', K.node_children(tag, parent), child)
+  if not sc or tonumber(sc) ~= tonumber(gen) then
+    return 0
+  end
+  redis.call('ZREM', K.node_children(tag, parent), child)
+  radix_collapse(tag, shard, parent, conts)
+  return 1
+end
+
+-- A lease grant on one of the node's keys: the node's leaf score follows the newest lease
+-- (lease order, as Mooncake's eviction), hits count accesses for frequency-aware policies.
+local function radix_touch(tag, h, lease_timeout)
+  local nkey = K.node(tag, h)
+  if redis.call('EXISTS', nkey) == 0 then
+    return
+  end
+  local s = tonumber(redis.call('HGET', nkey, 's')) or 0
+  if lease_timeout > s then
+    s = lease_timeout
+    redis.call('HSET', nkey, 's', s)
+  end
+  redis.call('HINCRBY', nkey, 'h', 1)
+  redis.call('ZADD', K.leaves(tag), 'XX', s, h)
+end

@@ -1,0 +1,31 @@
+#!lua flags=no-writes,allow-cross-slot-keys
+-- radix_get: reads nodes (GetKeysByPrefix, and one level of GetSubtreeKeys or fsck).
+-- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
+-- ARGV: for each KEYS[i]: shard index, n, then n prefix hashes.
+-- Returns: one entry per hash in ARGV order: {} when there is no node, else
+--          {parent, parent shard, generation, created ms, score, hits, {keys...},
+--           {child, generation, child, generation, ...}}.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+
+local out = {}
+for k = 1, #KEYS do
+  local tag = K.tag(KEYS[k])
+  argn()
+  local n = argn()
+  for _ = 1, n do
+    local h = arg()
+    local f = redis.call('HMGET', K.node(tag, h), 'p', 'ps', 'g', 't', 's', 'h')
+    if not f[1] then
+      table.insert(out, {})
+    else
+      local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+      local children = redis.call('ZRANGE', K.node_children(tag, h), 0, -1, 'WITHSCORES')
+      table.insert(out, { f[1], f[2], f[3], f[4], f[5], f[6], keys, children })
+    end
+  end
+end
+return out

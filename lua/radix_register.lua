@@ -1,0 +1,32 @@
+#!lua flags=allow-cross-slot-keys
+-- radix_register: child-side step of RegisterRadixTreeNode (RFC Path B).
+-- Creates or fills the node, records its parent (when known) with the edge generation from
+-- radix_link, adds its keys and updates the leaf index. A node keeps its first known parent.
+-- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
+-- ARGV: for each KEYS[i]: shard index, n, then n items of
+--       prefix hash, parent hash ('' = unknown), parent shard (-1 = none),
+--       link generation (0 = none), key count m, then m keys.
+-- Returns: array of {code, message}, one per item, in ARGV order.
+-- Errors (per item): INVALID_PARAMS (-600) when the node already has a different parent.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+
+local now = now_ms()
+local out = {}
+for k = 1, #KEYS do
+  local tag = K.tag(KEYS[k])
+  argn()
+  local n = argn()
+  for _ = 1, n do
+    local h, parent, pshard, gen, m = arg(), arg(), arg(), arg(), argn()
+    local keys = {}
+    for j = 1, m do
+      keys[j] = arg()
+    end
+    local code, msg = radix_attach(tag, h, parent, pshard, gen, keys, now)
+    table.insert(out, { code, msg })
+  end
+end
+return out

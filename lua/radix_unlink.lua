@@ -1,0 +1,25 @@
+#!lua flags=allow-cross-slot-keys
+-- radix_unlink: parent-side step of an unlink (unlink child-first, step 2), and the cascade.
+-- Drops the edge parent -> child when its generation still matches (a child re-linked meanwhile
+-- keeps its edge); a parent left with keys becomes a leaf, one left empty is deleted and the walk
+-- continues upward.
+-- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
+-- ARGV: for each KEYS[i]: shard index, n, then n items (parent hash, child hash, generation).
+-- Returns: {dropped edge count, {continuation...}} as radix_unregister.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+
+local dropped, conts = 0, {}
+for k = 1, #KEYS do
+  local tag = K.tag(KEYS[k])
+  local shard = argn()
+  local n = argn()
+  for _ = 1, n do
+    local parent, child, gen = arg(), arg(), arg()
+    dropped = dropped + radix_unlink_edge(tag, shard, parent, child, gen, conts)
+  end
+end
+return { dropped, conts }

@@ -1,0 +1,165 @@
+"""Redis connections (standalone, cluster, embedded fakeredis) and the script runner.
+
+Scripts run by EVALSHA; on NOSCRIPT (after ``SCRIPT FLUSH``, a restart or a failover) the runner
+falls back to EVAL, which also re-caches the script, so a running worker never breaks. On a
+cluster, a batch is split per node: each call carries only keys of slots that node serves and is
+sent there explicitly; a slot move (MOVED/ASK/TRYAGAIN) refreshes the map and regroups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import AskError, ClusterDownError, MovedError, NoScriptError, TryAgainError
+
+from .errors import ErrorCode, MooncakeError
+from .lua_loader import LuaScript, load_all
+
+T = TypeVar("T")
+_FAKE_SERVERS: dict[str, Any] = {}
+_FAKE_LOCK = threading.Lock()
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for logs and errors."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, user + host + port, parts.path, parts.query, parts.fragment))
+
+
+def fake_server(name: str) -> Any:
+    import fakeredis
+
+    with _FAKE_LOCK:
+        if name not in _FAKE_SERVERS:
+            _FAKE_SERVERS[name] = fakeredis.FakeServer(version=(7, 0))
+        return _FAKE_SERVERS[name]
+
+
+class Backend:
+    """One Redis deployment as the service sees it."""
+
+    def __init__(self, client: Any, *, cluster: bool, fake: bool, url: str) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.fake = fake
+        self.url = url
+        self.scripts: dict[str, LuaScript] = load_all()
+        self._with_shebang = not fake
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Backend:
+        """``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` (``rediss+cluster://``)
+        or ``fakeredis://[name]`` for the embedded in-process store."""
+        scheme = urlsplit(url).scheme
+        opts = {"decode_responses": False, "health_check_interval": 0, **kwargs}
+        if scheme == "fakeredis":
+            import fakeredis
+
+            name = urlsplit(url).netloc or "default"
+            client = fakeredis.FakeAsyncRedis(server=fake_server(name), **opts)
+            return cls(client, cluster=False, fake=True, url=url)
+        if scheme in ("redis+cluster", "rediss+cluster"):
+            real = url.replace("+cluster", "", 1)
+            opts.pop("health_check_interval", None)
+            client = RedisCluster.from_url(real, **opts)
+            return cls(client, cluster=True, fake=False, url=url)
+        if scheme in ("redis", "rediss", "unix"):
+            return cls(aioredis.from_url(url, **opts), cluster=False, fake=False, url=url)
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"unsupported Redis URL scheme: {redact(url)}")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    # -- scripts ----------------------------------------------------------------------------
+    async def call(
+        self, name: str, keys: Sequence[str], args: Sequence[Any], node: Any = None
+    ) -> Any:
+        """Run one script. ``keys`` must be non-empty: cluster clients route keyless calls at
+        random, and the shebang flags are only checked against declared keys."""
+        if not keys:
+            raise MooncakeError(ErrorCode.INTERNAL_ERROR, f"script {name} called with no keys")
+        script = self.scripts[name]
+        sha = script.sha(self._with_shebang)
+        extra: dict[str, Any] = {}
+        if self.cluster:
+            extra["target_nodes"] = node if node is not None else self.node_of(keys[0])
+        try:
+            return await self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args, **extra)
+        except NoScriptError:
+            src = script.source(self._with_shebang)
+            return await self.client.execute_command("EVAL", src, len(keys), *keys, *args, **extra)
+
+    async def load_scripts(self) -> None:
+        """Preload every script (``/ready`` reports it); EVALSHA falls back anyway."""
+        for script in self.scripts.values():
+            src = script.source(self._with_shebang)
+            if self.cluster:
+                await self.client.script_load(src)  # redis-py sends it to every primary
+            else:
+                await self.client.script_load(src)
+
+    # -- cluster grouping -------------------------------------------------------------------
+    def node_of(self, key: str) -> ClusterNode:
+        slot = self.client.keyslot(key)
+        node = self.client.nodes_manager.get_node_from_slot(slot)
+        if node is None:
+            raise MooncakeError(ErrorCode.RPC_FAIL, f"no cluster node serves slot {slot}")
+        return node
+
+    def group(self, anchors: Sequence[str]) -> list[tuple[Any, list[int]]]:
+        """Indices of ``anchors`` grouped by the node that serves them (one group standalone)."""
+        if not self.cluster:
+            return [(None, list(range(len(anchors))))]
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for i, anchor in enumerate(anchors):
+            node = self.node_of(anchor)
+            groups.setdefault(node.name, (node, []))[1].append(i)
+        return list(groups.values())
+
+    async def per_node(
+        self, anchors: Sequence[str], run: Callable[[Any, list[int]], Awaitable[T]]
+    ) -> list[tuple[list[int], T]]:
+        """Run ``run(node, indices)`` once per node group, concurrently.
+
+        Only the groups that a slot move rejected (the server refuses those before running the
+        script, so nothing was written) are regrouped and sent again.
+        """
+        todo = list(range(len(anchors)))
+        done: list[tuple[list[int], T]] = []
+        for attempt in range(6):
+            groups = self.group([anchors[i] for i in todo])
+            calls = [(node, [todo[j] for j in idx]) for node, idx in groups]
+            results = await asyncio.gather(
+                *(run(node, idx) for node, idx in calls), return_exceptions=True
+            )
+            retry: list[int] = []
+            for (_, idx), res in zip(calls, results):
+                if isinstance(res, (MovedError, AskError, TryAgainError, ClusterDownError)):
+                    if not self.cluster or attempt == 5:
+                        raise res
+                    retry.extend(idx)
+                elif isinstance(res, BaseException):
+                    raise res
+                else:
+                    done.append((idx, res))
+            if not retry:
+                return done
+            todo = sorted(retry)
+            await asyncio.sleep(0.05 * (attempt + 1))
+            await self.client.nodes_manager.initialize()
+        raise AssertionError("unreachable")
+
+    async def time_ms(self) -> int:
+        sec, usec = await self.client.time()
+        return int(sec) * 1000 + int(usec) // 1000

@@ -1,0 +1,120 @@
+"""One configuration object: the Mooncake master's defaults (RFC-era "R" values) plus our own."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .errors import ErrorCode, MooncakeError
+
+ENV_PREFIX = "MOONCAKE_REDIS_"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    # Where the store lives. "fakeredis://" is the embedded default (no server needed).
+    redis_url: str = "fakeredis://"
+    # Namespace prefix of every Redis key; two namespaces never touch each other's keys.
+    namespace: str = "mc"
+    # Hash-tag shards. Fixed at first use and recorded in Redis (see keys.py / service.py).
+    num_shards: int = 64
+    enable_radix_tree: bool = False
+
+    # Mooncake master defaults (the RFC's "R" column; HEAD values in comments).
+    default_kv_lease_ttl_ms: int = 5_000  # HEAD: 10_000
+    default_kv_soft_pin_ttl_ms: int = 30 * 60 * 1000
+    allow_evict_soft_pinned_objects: bool = True
+    put_start_discard_timeout_ms: int = 30_000
+    put_start_release_timeout_ms: int = 600_000
+    eviction_ratio: float = 0.05
+    eviction_high_watermark_ratio: float = 0.95  # HEAD: 0.90
+    client_live_ttl_ms: int = 10_000
+
+    # Input limits.
+    max_key_length: int = 4096
+    # Optional regex with one group that finds the 64-hex block hash inside a key, for key formats
+    # that put a tag before the hash ("<tag>_<model>_<hash>_0_k"). None = RFC Design 4 only.
+    key_hash_pattern: str | None = None
+
+    # Radix index maintenance.
+    dangling_edge_grace_ms: int = 60_000
+    # Eviction scoring among leaves: "lru" (lease order, as Mooncake) or "lru-freq".
+    eviction_policy: str = "lru"
+    # Upper bound on items one script call handles; callers loop.
+    script_batch_size: int = 256
+
+    # Coordination (evictor and janitor lease) and allocation safety windows.
+    evictor_lease_ttl_ms: int = 3_000
+    janitor_interval_ms: int = 1_000
+    alloc_commit_deadline_ms: int = 10_000
+    alloc_reclaim_grace_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        def bad(field: str, why: str) -> MooncakeError:
+            return MooncakeError(ErrorCode.INVALID_PARAMS, f"config {field}: {why}")
+
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", self.namespace):
+            raise bad("namespace", "1-32 characters of [A-Za-z0-9_.-]")
+        if not 1 <= self.num_shards <= 16384:
+            raise bad("num_shards", "must be in 1..16384")
+        if self.put_start_release_timeout_ms <= self.put_start_discard_timeout_ms:
+            raise bad("put_start_release_timeout_ms", "must exceed put_start_discard_timeout_ms")
+        if not 0.0 <= self.eviction_ratio <= 1.0:
+            raise bad("eviction_ratio", "must be in [0, 1]")
+        if not 0.0 < self.eviction_high_watermark_ratio <= 1.0:
+            raise bad("eviction_high_watermark_ratio", "must be in (0, 1]")
+        if self.max_key_length < 1:
+            raise bad("max_key_length", "must be positive")
+        if self.key_hash_pattern is not None:
+            try:
+                pat = re.compile(self.key_hash_pattern)
+            except re.error as exc:
+                raise bad("key_hash_pattern", f"invalid regex: {exc}") from exc
+            if pat.groups != 1:
+                raise bad("key_hash_pattern", "needs exactly one capturing group")
+        if self.alloc_reclaim_grace_ms <= self.alloc_commit_deadline_ms:
+            raise bad("alloc_reclaim_grace_ms", "must exceed alloc_commit_deadline_ms")
+        if self.script_batch_size < 1:
+            raise bad("script_batch_size", "must be positive")
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+        """Fields from MOONCAKE_REDIS_<FIELD> variables; explicit overrides win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = _parse(f.name, str(f.type), raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _parse(name: str, type_name: str, raw: str) -> Any:
+    try:
+        if type_name == "bool":
+            low = raw.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if type_name == "int":
+            return int(raw)
+        if type_name == "float":
+            return float(raw)
+        if type_name == "str | None":
+            return raw or None
+        return raw
+    except ValueError as exc:
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS, f"{ENV_PREFIX}{name.upper()}: cannot parse {raw!r}"
+        ) from exc

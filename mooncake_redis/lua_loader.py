@@ -1,0 +1,115 @@
+"""Loads ``lua/*.lua``: expands ``--!include name.lua`` from ``lua/includes/``, parses headers.
+
+Every script file starts with a ``#!lua`` shebang line, then a comment header (KEYS, ARGV,
+returns, errors). Includes are expanded once each, depth first; a cycle or a repeated include is
+an error at load time, not a surprise in production. The key-name helpers come from a generated
+include (``keys.lua``) so that :mod:`mooncake_redis.keys` stays the only place naming keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from .errors import ErrorCode
+from .keys import lua_key_functions
+
+INCLUDE_RE = re.compile(r"^--!include\s+([A-Za-z0-9_./-]+\.lua)\s*$")
+
+
+def lua_error_codes() -> str:
+    """``E.NAME = number`` for every Mooncake error code, generated from :class:`ErrorCode`."""
+    return "local E = {}\n" + "".join(f"E.{c.name} = {int(c)}\n" for c in ErrorCode)
+
+
+GENERATED_INCLUDES = {"keys.lua": lua_key_functions, "errors.lua": lua_error_codes}
+
+
+class LuaLoadError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class LuaScript:
+    name: str
+    shebang: str  # "#!lua flags=..." line, as written
+    body: str  # expanded source without the shebang
+    header: str
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        m = re.search(r"flags=([\w,-]+)", self.shebang)
+        return tuple(m.group(1).split(",")) if m else ()
+
+    def source(self, with_shebang: bool) -> str:
+        return f"{self.shebang}\n{self.body}" if with_shebang else self.body
+
+    def sha(self, with_shebang: bool) -> str:
+        return hashlib.sha1(self.source(with_shebang).encode()).hexdigest()
+
+
+def lua_dir() -> Path:
+    """Installed wheels carry ``mooncake_redis/lua``; a source checkout has ``lua/`` at the top."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "lua", here.parent / "lua"):
+        if (candidate / "includes").is_dir():
+            return candidate
+    raise LuaLoadError(f"no lua/ directory next to {here}")
+
+
+def expand(text: str, include_dir: Path, stack: tuple[str, ...] = (), seen: set[str] | None = None) -> str:
+    seen = set() if seen is None else seen
+    out: list[str] = []
+    for line in text.splitlines():
+        m = INCLUDE_RE.match(line.strip())
+        if not m:
+            out.append(line)
+            continue
+        name = m.group(1)
+        if name in stack:
+            raise LuaLoadError(f"include cycle: {' -> '.join((*stack, name))}")
+        if name in seen:
+            raise LuaLoadError(f"{name} included twice (via {' -> '.join(stack) or 'top'})")
+        seen.add(name)
+        if name in GENERATED_INCLUDES:
+            inc = GENERATED_INCLUDES[name]()
+        else:
+            path = include_dir / name
+            if not path.is_file():
+                raise LuaLoadError(f"missing include {name} (from {' -> '.join(stack) or 'top'})")
+            inc = path.read_text()
+        out.append(f"-- >>> {name}")
+        out.append(expand(inc, include_dir, (*stack, name), seen))
+        out.append(f"-- <<< {name}")
+    return "\n".join(out)
+
+
+def parse(name: str, text: str, include_dir: Path) -> LuaScript:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("#!lua"):
+        raise LuaLoadError(f"{name}: first line must be a '#!lua' shebang")
+    header_lines = []
+    for line in lines[1:]:
+        if not line.startswith("--"):
+            break
+        header_lines.append(line[2:].strip())
+    header = "\n".join(header_lines)
+    for section in ("KEYS", "ARGV", "Returns"):
+        if section not in header:
+            raise LuaLoadError(f"{name}: header lacks a {section} section")
+    body = expand("\n".join(lines[1:]), include_dir, (name,))
+    return LuaScript(name=name, shebang=lines[0].strip(), body=body, header=header)
+
+
+@cache
+def load_all(directory: str | None = None) -> dict[str, LuaScript]:
+    base = Path(directory) if directory else lua_dir()
+    scripts = {}
+    for path in sorted(base.glob("*.lua")):
+        scripts[path.stem] = parse(path.name, path.read_text(), base / "includes")
+    if not scripts:
+        raise LuaLoadError(f"no scripts in {base}")
+    return scripts

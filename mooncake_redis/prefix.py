@@ -1,0 +1,55 @@
+"""Prefix extraction (RFC Design 4) and input validation of keys and hashes."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .errors import ErrorCode, MooncakeError
+
+HASH_LEN = 64
+
+
+@lru_cache(maxsize=16)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def extract_prefix(key: str, pattern: str | None = None) -> str:
+    """The radix node a key belongs to.
+
+    With ``pattern`` (one group), its first match names the block hash, for key formats that put
+    a tag before the hash; otherwise, or when it does not match, RFC Design 4: if the first ``_``
+    is at position 64 the first 64 characters are the prefix, else the whole key is.
+    """
+    if pattern is not None:
+        m = _compiled(pattern).search(key)
+        if m and m.group(1):
+            return m.group(1)
+    if key.find("_") == HASH_LEN:
+        return key[:HASH_LEN]
+    return key
+
+
+def check_str(field: str, value: object, max_len: int, *, allow_empty: bool = False) -> str:
+    """A non-empty str of at most ``max_len`` characters that Redis can store as UTF-8."""
+    if not isinstance(value, str):
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS, f"{field}: expected a string, got {type(value).__name__}"
+        )
+    if not value and not allow_empty:
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"{field}: must not be empty")
+    if len(value) > max_len:
+        raise MooncakeError(
+            ErrorCode.INVALID_KEY if field.startswith("key") else ErrorCode.INVALID_PARAMS,
+            f"{field}: {len(value)} characters, more than the maximum {max_len}",
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"{field}: not valid UTF-8") from exc
+    return value
+
+
+def check_key(value: object, max_len: int, field: str = "key") -> str:
+    return check_str(field, value, max_len)

@@ -1,0 +1,259 @@
+"""The radix-tree index (RFC sections 2 and 7): register, query, unregister with cascade.
+
+Parent and child may live in different shards, so every cross-shard change is a sequence of
+single-shard script calls: link parent-first (edge, then child), unlink child-first (child, then
+edge, then upward through empty shells). A crash between steps leaves at worst a dangling edge,
+which only blocks eviction of the parent and which fsck repairs after a grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ErrorCode, MooncakeError
+from .prefix import check_key, check_str
+from .service_base import ServiceBase, ShardItem
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class RadixNode:
+    prefix_hash: str
+    parent_prefix_hash: str
+    keys: list[str]
+    children: list[str]
+    created_ms: int = 0
+    score: float = 0.0
+    hits: int = 0
+    link_generation: int = 0
+    child_generations: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_shell(self) -> bool:
+        return not self.keys
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prefix_hash": self.prefix_hash,
+            "parent_prefix_hash": self.parent_prefix_hash,
+            "keys": self.keys,
+            "children": self.children,
+            "is_shell": self.is_shell,
+            "is_leaf": self.is_leaf,
+        }
+
+
+@dataclass(frozen=True)
+class RegisterItem:
+    prefix_hash: str
+    parent_prefix_hash: str
+    keys: list[str]
+
+
+@dataclass(frozen=True)
+class SubtreeResult:
+    root: str
+    nodes: dict[str, RadixNode]
+    depth_reached: int
+    truncated: bool  # nodes exist below max_depth
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for node in self.nodes.values() for k in node.keys]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "nodes": [n.to_dict() for n in self.nodes.values()],
+            "keys": self.keys,
+            "depth_reached": self.depth_reached,
+            "truncated": self.truncated,
+        }
+
+
+Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generation
+
+
+def parse_node(prefix_hash: str, raw: Sequence[Any]) -> RadixNode | None:
+    if not raw:
+        return None
+    parent, _ps, gen, created, score, hits, keys, children = raw
+    flat = [_s(c) for c in children]
+    gens = {flat[i]: int(float(flat[i + 1])) for i in range(0, len(flat), 2)}
+    return RadixNode(
+        prefix_hash=prefix_hash,
+        parent_prefix_hash=_s(parent),
+        keys=sorted(_s(k) for k in keys),
+        children=list(gens),
+        created_ms=int(_s(created)),
+        score=float(_s(score)),
+        hits=int(_s(hits)),
+        link_generation=int(float(_s(gen))),
+        child_generations=gens,
+    )
+
+
+class RadixMixin(ServiceBase):
+    # -- validation -------------------------------------------------------------------------
+    def _check_register(self, prefix_hash: Any, parent: Any, keys: Any) -> RegisterItem:
+        limit = self.config.max_key_length
+        h = check_str("prefix_hash", prefix_hash, limit)
+        p = check_str("parent_prefix_hash", parent, limit, allow_empty=True)
+        if p == h:
+            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"parent_prefix_hash: {h} is its own parent")
+        if not isinstance(keys, (list, tuple)) or not keys:
+            raise MooncakeError(ErrorCode.INVALID_PARAMS, "keys: a non-empty list of strings")
+        checked = []
+        for i, key in enumerate(keys):
+            k = check_key(key, limit, f"keys[{i}]")
+            if self.prefix_of(k) != h:
+                raise MooncakeError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"keys[{i}]: key {k!r} belongs to prefix {self.prefix_of(k)!r}, not {h!r}",
+                )
+            checked.append(k)
+        return RegisterItem(h, p, list(dict.fromkeys(checked)))
+
+    # -- Path B: RegisterRadixTreeNode --------------------------------------------------------
+    async def register_radix_tree_node(
+        self, prefix_hash: str, parent_prefix_hash: str, keys: Sequence[str]
+    ) -> None:
+        [result] = await self.batch_register_radix_tree_node([(prefix_hash, parent_prefix_hash, keys)])
+        if result is not None:
+            raise result
+
+    async def batch_register_radix_tree_node(
+        self, items: Sequence[RegisterItem | tuple[str, str, Sequence[str]] | dict[str, Any]]
+    ) -> list[MooncakeError | None]:
+        """One result per item (None = registered). Link parent-first, then fill the child."""
+        results: list[MooncakeError | None] = [None] * len(items)
+        valid: list[tuple[int, RegisterItem]] = []
+        for i, raw in enumerate(items):
+            try:
+                if isinstance(raw, RegisterItem):
+                    item = self._check_register(raw.prefix_hash, raw.parent_prefix_hash, raw.keys)
+                elif isinstance(raw, dict):
+                    item = self._check_register(
+                        raw.get("prefix_hash"), raw.get("parent_prefix_hash", ""), raw.get("keys")
+                    )
+                elif isinstance(raw, (tuple, list)) and len(raw) == 3:
+                    item = self._check_register(*raw)
+                else:
+                    raise MooncakeError(ErrorCode.INVALID_PARAMS, f"items[{i}]: not a register item")
+            except MooncakeError as exc:
+                results[i] = exc
+                continue
+            valid.append((i, item))
+        if not valid:
+            return results
+        gens = await self.link_parents([(it.parent_prefix_hash, it.prefix_hash) for _, it in valid])
+        await self.checkpoint("register:linked")
+        reg_items: list[ShardItem] = []
+        for (_, it), gen in zip(valid, gens):
+            pshard = self.keys.shard_of(it.parent_prefix_hash) if it.parent_prefix_hash else -1
+            reg_items.append(
+                (
+                    self.keys.shard_of(it.prefix_hash),
+                    [it.prefix_hash, it.parent_prefix_hash, pshard, gen, len(it.keys), *it.keys],
+                )
+            )
+        replies = await self.run_sharded_items("radix_register", reg_items)
+        undo: list[Continuation] = []
+        for (i, it), gen, (code, msg) in zip(valid, gens, replies):
+            if int(code) != 0:
+                results[i] = MooncakeError(int(code), _s(msg))
+                if it.parent_prefix_hash:
+                    pshard = self.keys.shard_of(it.parent_prefix_hash)
+                    undo.append((it.parent_prefix_hash, pshard, it.prefix_hash, str(gen)))
+        if undo:  # the edge made for a refused child: drop it (generation-checked)
+            await self.finish_unlinks(undo)
+        return results
+
+    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[int]:
+        """Parent-side step for (parent, child) pairs; 0 for pairs without a parent."""
+        gens = [0] * len(pairs)
+        todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
+        if not todo:
+            return gens
+        replies = await self.run_sharded_items(
+            "radix_link", [(self.keys.shard_of(p), [p, c]) for _, p, c in todo]
+        )
+        for (i, _, _), gen in zip(todo, replies):
+            gens[i] = int(gen)
+        return gens
+
+    # -- unregister (child-first) with cascade -----------------------------------------------
+    async def unregister_radix_tree_keys(self, keys: Iterable[str]) -> int:
+        """Removes keys from the index; empty nodes go, and upward every empty shell."""
+        items: list[ShardItem] = []
+        for i, key in enumerate(keys):
+            k = check_key(key, self.config.max_key_length, f"keys[{i}]")
+            h = self.prefix_of(k)
+            items.append((self.keys.shard_of(h), [h, k]))
+        removed, conts = 0, []
+        for _, (count, cs) in await self.run_sharded("radix_unregister", items):
+            removed += int(count)
+            conts.extend(cs)
+        await self.checkpoint("unlink:child_removed")
+        await self.finish_unlinks(conts)
+        return removed
+
+    async def finish_unlinks(self, conts: Sequence[Sequence[Any]]) -> int:
+        """Runs parent-side unlink steps, wave by wave, until the cascade ends. Returns depth."""
+        depth = 0
+        pending = [(_s(p), int(_s(ps)), _s(c), _s(g)) for p, ps, c, g in conts]
+        while pending:
+            depth += 1
+            items: list[ShardItem] = [(ps, [p, c, g]) for p, ps, c, g in pending]
+            pending = []
+            for _, (_, cs) in await self.run_sharded("radix_unlink", items):
+                pending.extend((_s(p), int(_s(ps)), _s(c), _s(g)) for p, ps, c, g in cs)
+            if pending:
+                await self.checkpoint("unlink:cascade_step")
+        return depth
+
+    # -- queries ------------------------------------------------------------------------------
+    async def get_nodes(self, hashes: Sequence[str]) -> list[RadixNode | None]:
+        replies = await self.run_sharded_items(
+            "radix_get", [(self.keys.shard_of(h), [h]) for h in hashes]
+        )
+        return [parse_node(h, r) for h, r in zip(hashes, replies)]
+
+    async def get_keys_by_prefix(self, prefix_hash: str) -> RadixNode:
+        h = check_str("prefix_hash", prefix_hash, self.config.max_key_length)
+        [node] = await self.get_nodes([h])
+        if node is None:
+            raise MooncakeError(ErrorCode.OBJECT_NOT_FOUND, f"prefix_hash: no node {h}")
+        return node
+
+    async def get_subtree_keys(self, prefix_hash: str, max_depth: int = 16) -> SubtreeResult:
+        """Every node and key under a node down to ``max_depth`` (0 = the node alone), one
+        script call per tree level and node."""
+        h = check_str("prefix_hash", prefix_hash, self.config.max_key_length)
+        if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 0:
+            raise MooncakeError(ErrorCode.INVALID_PARAMS, "max_depth: a non-negative integer")
+        root = await self.get_keys_by_prefix(h)
+        nodes = {h: root}
+        level = [root]
+        depth = 0
+        while level and depth < max_depth:
+            nxt = [c for n in level for c in n.children if c not in nodes]
+            if not nxt:
+                break
+            depth += 1
+            level = []
+            for child, node in zip(nxt, await self.get_nodes(nxt)):
+                if node is not None and child not in nodes:
+                    nodes[child] = node
+                    level.append(node)
+        truncated = any(c not in nodes for n in level for c in n.children)
+        return SubtreeResult(h, nodes, depth, truncated)

@@ -1,0 +1,31 @@
+"""The one service object: every RPC of the master (store, radix index, eviction) as a method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import Backend
+from .config import Config
+from .radix import RadixMixin
+
+
+class MasterService(RadixMixin):
+    """Stateless: every worker may build one over the same Redis; nothing lives only here."""
+
+    @classmethod
+    async def from_url(cls, url: str | None = None, config: Config | None = None, **redis_kwargs: Any) -> MasterService:
+        config = config or Config()
+        backend = Backend.from_url(url or config.redis_url, **redis_kwargs)
+        service = cls(backend, config)
+        try:
+            await service._check_meta()
+        except BaseException:
+            await backend.aclose()
+            raise
+        return service
+
+    async def __aenter__(self) -> MasterService:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,109 @@
+"""State and plumbing shared by the service's parts: config, keys, backend, sharded batching."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .backend import Backend
+from .config import SCHEMA_VERSION, Config
+from .errors import ErrorCode, MooncakeError
+from .keys import KeySchema
+from .prefix import extract_prefix
+
+# A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
+FaultHook = Callable[[str], Awaitable[None]]
+
+ShardItem = tuple[int, Sequence[Any]]
+
+
+class ServiceBase:
+    def __init__(self, backend: Backend, config: Config) -> None:
+        self.backend = backend
+        self.config = config
+        self.keys = KeySchema(config.namespace, config.num_shards)
+        self.fault_hook: FaultHook | None = None
+
+    async def _check_meta(self) -> None:
+        recorded = await self.backend.call(
+            "meta_check",
+            [self.keys.global_key("meta")],
+            [SCHEMA_VERSION, self.config.num_shards],
+        )
+        version, shards = (int(x) for x in recorded)
+        if version != SCHEMA_VERSION or shards != self.config.num_shards:
+            raise MooncakeError(
+                ErrorCode.INVALID_VERSION,
+                f"namespace {self.config.namespace!r} was created with schema_version={version} "
+                f"num_shards={shards}; this process has schema_version={SCHEMA_VERSION} "
+                f"num_shards={self.config.num_shards}. Use the recorded values or another namespace.",
+            )
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    async def checkpoint(self, step: str) -> None:
+        """A step boundary of a multi-tag protocol; tests inject crashes here."""
+        if self.fault_hook is not None:
+            await self.fault_hook(step)
+
+    def prefix_of(self, key: str) -> str:
+        return extract_prefix(key, self.config.key_hash_pattern)
+
+    def shard_of_key(self, key: str) -> int:
+        return self.keys.shard_of(self.prefix_of(key))
+
+    async def run_sharded(self, script: str, items: Sequence[ShardItem]) -> list[tuple[list[int], Any]]:
+        """Run ``script`` over items grouped by shard: one call per node (per chunk of
+        ``script_batch_size`` items), nodes in parallel.
+
+        Returns (item indices in the call's ARGV order, raw reply) per call.
+        """
+        if not items:
+            return []
+        by_shard: dict[int, list[int]] = {}
+        for i, (shard, _) in enumerate(items):
+            by_shard.setdefault(shard, []).append(i)
+        shards = list(by_shard)
+        anchors = [self.keys.anchor(s) for s in shards]
+        limit = self.config.script_batch_size
+
+        async def run(node: Any, idx: list[int]) -> list[tuple[list[int], Any]]:
+            out: list[tuple[list[int], Any]] = []
+            keys: list[str] = []
+            argv: list[Any] = []
+            covered: list[int] = []
+
+            async def flush() -> None:
+                if keys:
+                    reply = await self.backend.call(script, keys, argv, node)
+                    out.append((list(covered), reply))
+                    keys.clear()
+                    argv.clear()
+                    covered.clear()
+
+            for j in idx:
+                shard = shards[j]
+                members = by_shard[shard]
+                for start in range(0, len(members), limit):
+                    part = members[start : start + limit]
+                    if len(covered) + len(part) > limit:
+                        await flush()
+                    keys.append(anchors[j])
+                    argv.extend((shard, len(part)))
+                    for i in part:
+                        argv.extend(items[i][1])
+                    covered.extend(part)
+            await flush()
+            return out
+
+        results = await self.backend.per_node(anchors, run)
+        return [call for _, calls in results for call in calls]
+
+    async def run_sharded_items(self, script: str, items: Sequence[ShardItem]) -> list[Any]:
+        """For scripts that reply one entry per item: the replies in ``items`` order."""
+        out: list[Any] = [None] * len(items)
+        for idx, reply in await self.run_sharded(script, items):
+            for i, r in zip(idx, reply):
+                out[i] = r
+        return out
