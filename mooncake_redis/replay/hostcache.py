@@ -58,15 +58,45 @@ class LeafFirstLRU(Generic[K]):
             self._seq += 1
             heapq.heappush(self._heap, (entry.stamp, self._seq, block))
 
-    def _evict_one(self, protect_stamp: int) -> K | None:
-        """Drop the LRU leaf touched before protect_stamp; None if every leaf is newer."""
+    def tick(self) -> int:
+        """Advance the clock; blocks touched with this stamp count as one access."""
+        self._clock += 1
+        return self._clock
+
+    def touch(self, block: K, stamp: int | None = None) -> bool:
+        """Mark a cached block used now; False if it is not cached."""
+        entry = self._entries.get(block)
+        if entry is None:
+            return False
+        entry.stamp = self._clock if stamp is None else stamp
+        self._push_if_leaf(block, entry)
+        return True
+
+    def add(self, block: K, parent: K | None, stamp: int | None = None) -> None:
+        """Insert a block under its parent (a missing parent makes it a root); no capacity check."""
+        if block in self._entries:
+            self.touch(block, stamp)
+            return
+        if parent is not None and parent not in self._entries:
+            parent = None
+        entry = _Entry(parent, stamp=self._clock if stamp is None else stamp)
+        self._entries[block] = entry
+        if parent is not None:
+            self._entries[parent].children += 1
+        self._push_if_leaf(block, entry)
+        if len(self._heap) > 4 * len(self._entries) + 1024:
+            self._compact()
+
+    def pop_leaf(self, protect_stamp: int | None = None) -> K | None:
+        """Drop the LRU leaf touched before protect_stamp (any leaf if None); None if none."""
+        limit = self._clock + 1 if protect_stamp is None else protect_stamp
         while self._heap:
             stamp, _, block = self._heap[0]
             entry = self._entries.get(block)
             if entry is None or entry.stamp != stamp or entry.children:
                 heapq.heappop(self._heap)
                 continue
-            if stamp >= protect_stamp:
+            if stamp >= limit:
                 return None
             heapq.heappop(self._heap)
             del self._entries[block]
@@ -85,29 +115,20 @@ class LeafFirstLRU(Generic[K]):
         All of the chain shares one stamp, so its own blocks are never victims of its insertion;
         a chain longer than the capacity leaves only its leading part cached.
         """
-        self._clock += 1
-        stamp = self._clock
+        stamp = self.tick()
         evicted: list[K] = []
         parent: K | None = None
         for block in chain:
-            entry = self._entries.get(block)
-            if entry is None:
+            if not self.touch(block, stamp):
                 if self.capacity <= 0:
                     break
                 while len(self._entries) >= self.capacity:
-                    victim = self._evict_one(stamp)
+                    victim = self.pop_leaf(stamp)
                     if victim is None:
                         return evicted
                     evicted.append(victim)
-                entry = _Entry(parent)
-                self._entries[block] = entry
-                if parent is not None:
-                    self._entries[parent].children += 1
-            entry.stamp = stamp
-            self._push_if_leaf(block, entry)
+                self.add(block, parent, stamp)
             parent = block
-        if len(self._heap) > 4 * len(self._entries) + 1024:
-            self._compact()
         return evicted
 
     def _compact(self) -> None:
@@ -116,10 +137,6 @@ class LeafFirstLRU(Generic[K]):
         ]
         heapq.heapify(self._heap)
         self._seq = len(self._heap)
-
-    def remove_leaf(self) -> K | None:
-        """Evict the LRU leaf regardless of recency (for stores that must free space)."""
-        return self._evict_one(self._clock + 1)
 
 
 class EngineFleet:
