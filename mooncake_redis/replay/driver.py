@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mooncake_redis.replay.hostcache import EngineFleet
@@ -137,13 +138,15 @@ async def replay(
             keys = await target.stored_keys()
         health.add(analyse(keys, parents, per_block))
 
+    console = Console(stderr=True)  # stdout stays clean for --json
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("hit {task.fields[hit]:.1%}"),
         TimeElapsedColumn(),
-        disable=not opts.progress,
+        console=console,
+        disable=not (opts.progress and console.is_terminal),
         transient=True,
     )
     t_start = time.perf_counter()
@@ -205,12 +208,20 @@ async def replay(
                 await sample()
             progress.update(task, advance=1, hit=res.hit_rate)
     res.elapsed_s = time.perf_counter() - t_start
-    with lat.time("stored_keys"):
-        final = await target.stored_keys()
+    # A store may still be evicting in the background: take the final snapshot when the
+    # counters read before and after it agree, so stored == put - evicted - removed holds.
+    c = await target.counters()
+    for _ in range(40):
+        with lat.time("stored_keys"):
+            final = await target.stored_keys()
+        after = await target.counters()
+        if after == c:
+            break
+        c = after
+        await asyncio.sleep(0.05)
     final_sample = analyse(final, parents, per_block)
     health.add(final_sample)
     res.stored_final = final_sample.stored
-    c = await target.counters()
     res.evictions = c.get("evictions", 0)
     res.evicted_keys = c.get("evicted_keys", 0)
     res.bytes_evicted = c.get("bytes_evicted", 0)

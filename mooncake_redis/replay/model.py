@@ -95,7 +95,8 @@ class ModelTarget:
                 self._count += 1
                 out.append(True)
                 continue
-            while self._count >= self.capacity:
+            # Same watermark as batch-evict, so the two differ only in what they evict.
+            while self._count >= self.capacity * self.high_watermark:
                 if not self._evict_leaf():
                     break
             if self._count >= self.capacity:

@@ -71,7 +71,7 @@ def _rows(r: ReplayResult) -> list[tuple[str, str]]:
 def results_table(results: Sequence[ReplayResult], title: str = "replay") -> Table:
     """One column per run; rows missing from a run (e.g. a call it never made) show '-'."""
     table = Table(title=title)
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     per_run = [dict(_rows(r)) for r in results]
     names: list[str] = []
     for r in results:
@@ -88,7 +88,11 @@ def results_table(results: Sequence[ReplayResult], title: str = "replay") -> Tab
 def print_results(
     results: Sequence[ReplayResult], title: str = "replay", console: Console | None = None
 ) -> None:
-    (console or Console()).print(results_table(results, title))
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # files and pipes get the full table, unwrapped
+            console = Console(width=max(100, 32 + 20 * len(results)))
+    console.print(results_table(results, title))
 
 
 def results_json(results: Sequence[ReplayResult]) -> str:

@@ -1,0 +1,299 @@
+"""Subcommands `replay` and `demo`, for the top-level `mooncake-redis` CLI to mount.
+
+The top-level CLI owns the program; it calls add_replay_parser / add_demo_parser on its
+subparsers and dispatches to run_replay / run_demo, which return the process exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from mooncake_redis.replay.driver import ReplayOptions, ReplayResult, replay
+from mooncake_redis.replay.report import plot_capacity, print_results, results_json
+from mooncake_redis.replay.synth import SynthConfig, generate
+from mooncake_redis.replay.target import (
+    TargetOptions,
+    available_targets,
+    create_target,
+)
+from mooncake_redis.replay.trace import KEY_FORMATS, TraceError, TraceRecord, load_trace
+
+ENV = "MOONCAKE_REDIS_"
+POLICIES = ("radix", "batch-evict")
+DEFAULT_LEASE_MS = 10_000
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(ENV + name, default)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = _env(name)
+    return int(raw) if raw else default
+
+
+def default_target() -> str:
+    """Our own store when its target is registered, else the in-memory reference model."""
+    explicit = _env("REPLAY_TARGET")
+    if explicit:
+        return explicit
+    return "redis" if "redis" in available_targets() else "model"
+
+
+def _add_store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--redis-url",
+        default=_env("URL"),
+        help="Redis URL of our store (default: the embedded store; env MOONCAKE_REDIS_URL)",
+    )
+    p.add_argument("--policy", choices=POLICIES, default=_env("REPLAY_POLICY", "radix"))
+    p.add_argument(
+        "--scoring",
+        default=_env("EVICTION_POLICY", "lru"),
+        help="radix leaf scoring policy, e.g. lru or lru-freq (default lru)",
+    )
+    p.add_argument("--key-format", choices=KEY_FORMATS, default="mla")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (mha: 2*tp keys/block)")
+    p.add_argument(
+        "--engines",
+        type=int,
+        default=0,
+        help="tiered mode: N engines with their own host caches, routed at random (default 0)",
+    )
+    p.add_argument("--host-cache-blocks", type=int, default=0, help="host cache size per engine")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=_env_int("WORKERS", 0),
+        help="drive N worker processes over HTTP instead of the in-process library",
+    )
+    p.add_argument(
+        "--lease-ttl-ms",
+        type=int,
+        default=None,
+        help="object lease (default 10 s of trace time: 10000 / speedup)",
+    )
+    p.add_argument("--value-size", type=int, default=4096, help="bytes per object (default 4096)")
+    p.add_argument("--batch-size", type=int, default=128, help="keys per call (SGLang: 128)")
+    p.add_argument("--sample-every", type=int, default=100, help="requests between health samples")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print results as JSON instead of a table")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `replay` on an argparse subparsers object (from add_subparsers())."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "replay",
+        help="replay a Mooncake FAST'25 trace the way SGLang HiCache drives a store",
+        description=(
+            "Replay a trace HiCache-style (batch exists, prefix hit, put the missing keys with "
+            "their parent block hash, read the hits) and report hit rate, orphans, incomplete "
+            "blocks, evictions and latency. Give --target several times to compare side by side."
+        ),
+    )
+    p.add_argument("--trace", required=_env("REPLAY_TRACE") is None, default=_env("REPLAY_TRACE"))
+    p.add_argument(
+        "--target",
+        action="append",
+        default=None,
+        help=(
+            "store to drive: redis (ours), mooncake (a real master started on loopback), "
+            "model (in-memory reference); repeatable (default: redis if available, else model)"
+        ),
+    )
+    p.add_argument(
+        "--capacity-blocks",
+        type=int,
+        default=_env_int("REPLAY_CAPACITY_BLOCKS", 10_000),
+        help="segments are mounted so that N complete blocks fit (default 10000)",
+    )
+    p.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
+    p.add_argument(
+        "--speedup",
+        type=float,
+        default=None,
+        help="follow timestamps at X times real time (default: as fast as possible)",
+    )
+    _add_store_options(p)
+    p.set_defaults(func=run_replay)
+    return p
+
+
+def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `demo` on an argparse subparsers object (from add_subparsers())."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="compare radix and batch-evict on a synthetic tiered workload, with a plot",
+        description=(
+            "Generate a synthetic trace (shared system prompts, multi-turn conversations, deep "
+            "chains) served by several engines with host caches, replay it with both policies "
+            "at the same capacities, print the comparison and write a PNG plot."
+        ),
+    )
+    p.add_argument("--target", default=None, help="store to drive (default: redis or model)")
+    p.add_argument(
+        "--capacities",
+        default="400,800,1600",
+        help="comma-separated capacities in blocks (default 400,800,1600)",
+    )
+    p.add_argument("--conversations", type=int, default=200, help="synthetic conversations")
+    p.add_argument("--plot", default="mooncake-redis-demo.png", help="PNG output path")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--speedup", type=float, default=None)
+    _add_store_options(p)
+    p.set_defaults(func=run_demo, engines=4, host_cache_blocks=150)
+    return p
+
+
+def _lease_ms(args: argparse.Namespace) -> int:
+    if args.lease_ttl_ms is not None:
+        return int(args.lease_ttl_ms)
+    return int(DEFAULT_LEASE_MS / args.speedup) if args.speedup else DEFAULT_LEASE_MS
+
+
+def _options(
+    args: argparse.Namespace, capacity: int, policy: str, label: str
+) -> tuple[TargetOptions, ReplayOptions]:
+    per_block = 1 if args.key_format == "mla" else 2 * args.tp
+    topts = TargetOptions(
+        capacity_blocks=capacity,
+        objects_per_block=per_block,
+        value_size=args.value_size,
+        policy=policy,
+        scoring=args.scoring,
+        redis_url=args.redis_url,
+        workers=args.workers,
+        lease_ttl_ms=_lease_ms(args),
+    )
+    params: dict[str, Any] = {
+        "policy": policy,
+        "capacity_blocks": capacity,
+        "keys": args.key_format if args.key_format == "mla" else f"mha tp{args.tp}",
+    }
+    if args.engines:
+        params["engines x host blocks"] = f"{args.engines} x {args.host_cache_blocks}"
+    if args.speedup:
+        params["speedup"] = args.speedup
+    ropts = ReplayOptions(
+        key_format=args.key_format,
+        tp=args.tp,
+        batch_size=args.batch_size,
+        engines=args.engines,
+        host_cache_blocks=args.host_cache_blocks,
+        limit=args.limit,
+        speedup=args.speedup,
+        sample_every=args.sample_every,
+        seed=args.seed,
+        progress=not (args.no_progress or args.json),
+        label=label,
+        params=params,
+    )
+    return topts, ropts
+
+
+async def run_one(
+    name: str, records: Sequence[TraceRecord], topts: TargetOptions, ropts: ReplayOptions
+) -> ReplayResult:
+    """Create the target, replay, and always close it (a real master must not outlive us)."""
+    target = await create_target(name, topts)
+    try:
+        result = await replay(records, target, ropts)
+    finally:
+        await target.close()
+    result.params["value bytes"] = target.value_size
+    return result
+
+
+def _fail(message: str) -> int:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    return 2
+
+
+async def _run_all(
+    jobs: list[tuple[str, TargetOptions, ReplayOptions]], records: Sequence[TraceRecord]
+) -> list[ReplayResult]:
+    return [await run_one(name, records, t, r) for name, t, r in jobs]
+
+
+def _run(
+    jobs: list[tuple[str, TargetOptions, ReplayOptions]], records: Sequence[TraceRecord]
+) -> list[ReplayResult] | int:
+    from mooncake_redis.replay.mooncake_target import MooncakeUnavailable
+
+    try:
+        return asyncio.run(_run_all(jobs, records))
+    except (MooncakeUnavailable, LookupError, ValueError) as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Entry point of `mooncake-redis replay`; returns the exit code."""
+    try:
+        records = load_trace(args.trace, args.limit)
+    except (OSError, TraceError) as exc:
+        return _fail(str(exc))
+    if not records:
+        return _fail(f"{args.trace}: no requests")
+    names = args.target or [default_target()]
+    jobs = []
+    for name in names:
+        topts, ropts = _options(args, args.capacity_blocks, args.policy, name)
+        if name == "mooncake":
+            ropts = replace(ropts, params={**ropts.params, "policy": "batch-evict (mooncake)"})
+        jobs.append((name, topts, ropts))
+    results = _run(jobs, records)
+    if isinstance(results, int):
+        return results
+    if args.json:
+        print(results_json(results))
+    else:
+        print_results(results, title=f"replay of {args.trace}")
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Entry point of `mooncake-redis demo`; returns the exit code."""
+    try:
+        capacities = [int(c) for c in str(args.capacities).split(",") if c.strip()]
+    except ValueError:
+        return _fail(f"--capacities must be comma-separated integers, got {args.capacities!r}")
+    records = generate(SynthConfig(seed=args.seed, conversations=args.conversations))
+    name = args.target or default_target()
+    if name == "model" and not args.json:
+        Console(stderr=True).print(
+            "[yellow]note:[/] our store's replay target is not registered yet; "
+            "running the in-memory reference model (register_target('redis', ...)).",
+            highlight=False,
+        )
+    jobs = []
+    for capacity in capacities:
+        for policy in POLICIES:
+            topts, ropts = _options(args, capacity, policy, f"{policy} @{capacity}")
+            jobs.append((name, topts, ropts))
+    results = _run(jobs, records)
+    if isinstance(results, int):
+        return results
+    path = plot_capacity(results, Path(args.plot))
+    if args.json:
+        print(results_json(results))
+    else:
+        refs = sum(len(r.hash_ids) for r in records)
+        print_results(
+            results,
+            title=f"demo: {len(records):,} synthetic requests, {refs:,} block references, "
+            f"target {name}",
+        )
+        print(f"plot written to {path}", file=sys.stdout)
+    return 0
