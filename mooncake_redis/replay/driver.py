@@ -186,7 +186,9 @@ async def replay(
                 counting = False
                 parents[b.hash] = b.parent_hash
                 missing.extend(
-                    PutItem(k, b.parent_hash, size) for k, f in zip(b.keys, flags) if not f
+                    PutItem(k, b.parent_hash, size)
+                    for k, f in zip(b.keys, flags, strict=True)
+                    if not f
                 )
             res.store_hits += hit
             res.misses += len(asked) - hit

@@ -64,9 +64,7 @@ class StoreSample:
         return self.orphans / self.stored if self.stored else 0.0
 
 
-def analyse(
-    keys: Iterable[str], parents: Mapping[str, str], objects_per_block: int
-) -> StoreSample:
+def analyse(keys: Iterable[str], parents: Mapping[str, str], objects_per_block: int) -> StoreSample:
     """Count orphaned objects and incomplete blocks among the stored keys.
 
     parents maps block hash -> parent block hash ("" for roots); keys of unknown blocks (not

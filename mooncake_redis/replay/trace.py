@@ -109,10 +109,11 @@ def load_trace(path: str | Path, limit: int | None = None) -> list[TraceRecord]:
     p = Path(path)
     out: list[TraceRecord] = []
     with p.open(encoding="utf-8") as fh:
-        for rec in parse_lines(fh, str(p)):
+        for lineno, line in enumerate(fh, start=1):
             if limit is not None and len(out) >= limit:
                 break
-            out.append(rec)
+            if line.strip():
+                out.append(parse_line(line, lineno, str(p)))
     return out
 
 
