@@ -1,7 +1,7 @@
 #!lua flags=no-writes,allow-cross-slot-keys
 -- radix_get: reads nodes (GetKeysByPrefix, and one level of GetSubtreeKeys or fsck).
--- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
--- ARGV: for each KEYS[i]: shard index, n, then n prefix hashes.
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n prefix hashes.
 -- Returns: one entry per hash in ARGV order: {} when there is no node, else
 --          {parent, parent shard, generation, created ms, score, hits, {keys...},
 --           {child, generation, child, generation, ...}}.
@@ -12,10 +12,7 @@
 --!include radix.lua
 
 local out = {}
-for k = 1, #KEYS do
-  local tag = K.tag(KEYS[k])
-  argn()
-  local n = argn()
+each_group(function(tag, shard, n)
   for _ = 1, n do
     local h = arg()
     local f = redis.call('HMGET', K.node(tag, h), 'p', 'ps', 'g', 't', 's', 'h')
@@ -27,5 +24,5 @@ for k = 1, #KEYS do
       table.insert(out, { f[1], f[2], f[3], f[4], f[5], f[6], keys, children })
     end
   end
-end
+end)
 return out

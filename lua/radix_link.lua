@@ -3,8 +3,8 @@
 -- Adds the edge parent -> child in the parent's shard, creating a shell parent if needed, and
 -- takes the parent out of the leaf index. The child's own shard is written afterwards
 -- (radix_register / put_start) with the generation returned here.
--- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched; nothing else is read from KEYS.
--- ARGV: for each KEYS[i] in order: shard index, n, then n pairs (parent hash, child hash).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n pairs (parent hash, child hash).
 -- Returns: array of link generations (integer, ms since epoch, strictly increasing per edge),
 --          one per pair, in ARGV order.
 -- Errors: none (inputs are validated by the caller).
@@ -15,13 +15,10 @@
 
 local now = now_ms()
 local out = {}
-for k = 1, #KEYS do
-  local tag = K.tag(KEYS[k])
-  argn() -- shard index (unused here)
-  local n = argn()
+each_group(function(tag, shard, n)
   for _ = 1, n do
     local parent, child = arg(), arg()
     table.insert(out, radix_link_edge(tag, parent, child, now))
   end
-end
+end)
 return out

@@ -2,8 +2,8 @@
 -- radix_register: child-side step of RegisterRadixTreeNode (RFC Path B).
 -- Creates or fills the node, records its parent (when known) with the edge generation from
 -- radix_link, adds its keys and updates the leaf index. A node keeps its first known parent.
--- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
--- ARGV: for each KEYS[i]: shard index, n, then n items of
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n items of
 --       prefix hash, parent hash ('' = unknown), parent shard (-1 = none),
 --       link generation (0 = none), key count m, then m keys.
 -- Returns: array of {code, message}, one per item, in ARGV order.
@@ -15,10 +15,7 @@
 
 local now = now_ms()
 local out = {}
-for k = 1, #KEYS do
-  local tag = K.tag(KEYS[k])
-  argn()
-  local n = argn()
+each_group(function(tag, shard, n)
   for _ = 1, n do
     local h, parent, pshard, gen, m = arg(), arg(), arg(), arg(), argn()
     local keys = {}
@@ -28,5 +25,5 @@ for k = 1, #KEYS do
     local code, msg = radix_attach(tag, h, parent, pshard, gen, keys, now)
     table.insert(out, { code, msg })
   end
-end
+end)
 return out

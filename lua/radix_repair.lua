@@ -3,8 +3,8 @@
 -- "collapse": delete a node with no keys and no children (and cascade as radix_unregister);
 -- "leaf": put a node in or out of the leaf index according to its keys and children.
 -- Dangling edges are dropped with radix_unlink (generation-checked), not here.
--- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
--- ARGV: for each KEYS[i]: shard index, n, then n pairs (operation, node hash).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n pairs (operation, node hash).
 -- Returns: {repaired count, {continuation...}} as radix_unregister.
 -- Errors: none (unknown operations are ignored and not counted).
 --!include keys.lua
@@ -13,10 +13,7 @@
 --!include radix.lua
 
 local fixed, conts = 0, {}
-for k = 1, #KEYS do
-  local tag = K.tag(KEYS[k])
-  local shard = argn()
-  local n = argn()
+each_group(function(tag, shard, n)
   for _ = 1, n do
     local op, h = arg(), arg()
     if op == 'collapse' then
@@ -27,5 +24,5 @@ for k = 1, #KEYS do
       fixed = fixed + 1
     end
   end
-end
+end)
 return { fixed, conts }

@@ -2,8 +2,8 @@
 -- radix_unregister: removes registered keys from their nodes (child-first unlink, step 1).
 -- A node left with no keys and no children is deleted, and so upward is every parent in the
 -- same shard that becomes an empty shell; parents in other shards come back as continuations.
--- KEYS: one anchor (<shard tag>:stats, HASH) per shard touched.
--- ARGV: for each KEYS[i]: shard index, n, then n pairs (prefix hash, key).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n pairs (prefix hash, key).
 -- Returns: {removed count, {continuation...}}, continuation = {parent, parent shard, child, gen},
 --          to be passed to radix_unlink in the parent's shard.
 -- Errors: none (unknown keys are skipped).
@@ -13,13 +13,10 @@
 --!include radix.lua
 
 local removed, conts = 0, {}
-for k = 1, #KEYS do
-  local tag = K.tag(KEYS[k])
-  local shard = argn()
-  local n = argn()
+each_group(function(tag, shard, n)
   for _ = 1, n do
     local h, key = arg(), arg()
     removed = removed + radix_remove_key(tag, shard, h, key, conts)
   end
-end
+end)
 return { removed, conts }

@@ -67,8 +67,8 @@ class Backend:
             import fakeredis
 
             name = urlsplit(url).netloc or "default"
-            client = fakeredis.FakeAsyncRedis(server=fake_server(name), **opts)
-            return cls(client, cluster=False, fake=True, url=url)
+            fake_client: Any = fakeredis.FakeAsyncRedis(server=fake_server(name), **opts)
+            return cls(fake_client, cluster=False, fake=True, url=url)
         if scheme in ("redis+cluster", "rediss+cluster"):
             real = url.replace("+cluster", "", 1)
             opts.pop("health_check_interval", None)
@@ -76,7 +76,14 @@ class Backend:
             return cls(client, cluster=True, fake=False, url=url)
         if scheme in ("redis", "rediss", "unix"):
             return cls(aioredis.from_url(url, **opts), cluster=False, fake=False, url=url)
-        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"unsupported Redis URL scheme: {redact(url)}")
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS, f"unsupported Redis URL scheme: {redact(url)}"
+        )
+
+    async def connect(self) -> None:
+        """Cluster clients need the slot map before the first grouped call."""
+        if self.cluster:
+            await self.client.initialize()
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -95,7 +102,9 @@ class Backend:
         if self.cluster:
             extra["target_nodes"] = node if node is not None else self.node_of(keys[0])
         try:
-            return await self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args, **extra)
+            return await self.client.execute_command(
+                "EVALSHA", sha, len(keys), *keys, *args, **extra
+            )
         except NoScriptError:
             src = script.source(self._with_shebang)
             return await self.client.execute_command("EVAL", src, len(keys), *keys, *args, **extra)
@@ -112,7 +121,7 @@ class Backend:
     # -- cluster grouping -------------------------------------------------------------------
     def node_of(self, key: str) -> ClusterNode:
         slot = self.client.keyslot(key)
-        node = self.client.nodes_manager.get_node_from_slot(slot)
+        node: ClusterNode | None = self.client.nodes_manager.get_node_from_slot(slot)
         if node is None:
             raise MooncakeError(ErrorCode.RPC_FAIL, f"no cluster node serves slot {slot}")
         return node

@@ -60,7 +60,9 @@ def lua_dir() -> Path:
     raise LuaLoadError(f"no lua/ directory next to {here}")
 
 
-def expand(text: str, include_dir: Path, stack: tuple[str, ...] = (), seen: set[str] | None = None) -> str:
+def expand(
+    text: str, include_dir: Path, stack: tuple[str, ...] = (), seen: set[str] | None = None
+) -> str:
     seen = set() if seen is None else seen
     out: list[str] = []
     for line in text.splitlines():

@@ -109,7 +109,9 @@ class RadixMixin(ServiceBase):
         h = check_str("prefix_hash", prefix_hash, limit)
         p = check_str("parent_prefix_hash", parent, limit, allow_empty=True)
         if p == h:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"parent_prefix_hash: {h} is its own parent")
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"parent_prefix_hash: {h} is its own parent"
+            )
         if not isinstance(keys, (list, tuple)) or not keys:
             raise MooncakeError(ErrorCode.INVALID_PARAMS, "keys: a non-empty list of strings")
         checked = []
@@ -127,7 +129,9 @@ class RadixMixin(ServiceBase):
     async def register_radix_tree_node(
         self, prefix_hash: str, parent_prefix_hash: str, keys: Sequence[str]
     ) -> None:
-        [result] = await self.batch_register_radix_tree_node([(prefix_hash, parent_prefix_hash, keys)])
+        [result] = await self.batch_register_radix_tree_node(
+            [(prefix_hash, parent_prefix_hash, keys)]
+        )
         if result is not None:
             raise result
 
@@ -148,7 +152,9 @@ class RadixMixin(ServiceBase):
                 elif isinstance(raw, (tuple, list)) and len(raw) == 3:
                     item = self._check_register(*raw)
                 else:
-                    raise MooncakeError(ErrorCode.INVALID_PARAMS, f"items[{i}]: not a register item")
+                    raise MooncakeError(
+                        ErrorCode.INVALID_PARAMS, f"items[{i}]: not a register item"
+                    )
             except MooncakeError as exc:
                 results[i] = exc
                 continue

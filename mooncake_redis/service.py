@@ -13,11 +13,14 @@ class MasterService(RadixMixin):
     """Stateless: every worker may build one over the same Redis; nothing lives only here."""
 
     @classmethod
-    async def from_url(cls, url: str | None = None, config: Config | None = None, **redis_kwargs: Any) -> MasterService:
+    async def from_url(
+        cls, url: str | None = None, config: Config | None = None, **redis_kwargs: Any
+    ) -> MasterService:
         config = config or Config()
         backend = Backend.from_url(url or config.redis_url, **redis_kwargs)
         service = cls(backend, config)
         try:
+            await backend.connect()
             await service._check_meta()
         except BaseException:
             await backend.aclose()

@@ -36,7 +36,8 @@ class ServiceBase:
                 ErrorCode.INVALID_VERSION,
                 f"namespace {self.config.namespace!r} was created with schema_version={version} "
                 f"num_shards={shards}; this process has schema_version={SCHEMA_VERSION} "
-                f"num_shards={self.config.num_shards}. Use the recorded values or another namespace.",
+                f"num_shards={self.config.num_shards}. "
+                "Use the recorded values or another namespace.",
             )
 
     async def aclose(self) -> None:
@@ -53,7 +54,9 @@ class ServiceBase:
     def shard_of_key(self, key: str) -> int:
         return self.keys.shard_of(self.prefix_of(key))
 
-    async def run_sharded(self, script: str, items: Sequence[ShardItem]) -> list[tuple[list[int], Any]]:
+    async def run_sharded(
+        self, script: str, items: Sequence[ShardItem]
+    ) -> list[tuple[list[int], Any]]:
         """Run ``script`` over items grouped by shard: one call per node (per chunk of
         ``script_batch_size`` items), nodes in parallel.
 
@@ -76,7 +79,10 @@ class ServiceBase:
 
             async def flush() -> None:
                 if keys:
-                    reply = await self.backend.call(script, keys, argv, node)
+                    # A cluster refuses declared keys of several slots: declare the first
+                    # anchor only; the script reads every anchor from ARGV (see common.lua).
+                    declared = keys[:1] if self.backend.cluster else keys
+                    reply = await self.backend.call(script, declared, [len(keys), *argv], node)
                     out.append((list(covered), reply))
                     keys.clear()
                     argv.clear()
@@ -90,7 +96,7 @@ class ServiceBase:
                     if len(covered) + len(part) > limit:
                         await flush()
                     keys.append(anchors[j])
-                    argv.extend((shard, len(part)))
+                    argv.extend((anchors[j], shard, len(part)))
                     for i in part:
                         argv.extend(items[i][1])
                     covered.extend(part)

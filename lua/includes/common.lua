@@ -7,7 +7,10 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Batch scripts take, for every KEYS[i] (a shard anchor), ARGV: shard index, item count, items.
+-- Batch scripts: ARGV = group count, then per group: anchor key (<tag>:stats), shard index,
+-- item count, items. KEYS holds the anchors too on standalone Redis, but only the first one on a
+-- cluster (a cluster refuses declared keys of several slots; the allow-cross-slot-keys flag lets
+-- the script reach the other slots of the same node). So scripts read anchors from ARGV.
 local cursor = { i = 0 }
 local function arg()
   cursor.i = cursor.i + 1
@@ -15,4 +18,14 @@ local function arg()
 end
 local function argn()
   return tonumber(arg())
+end
+
+local function each_group(fn)
+  local groups = argn()
+  for _ = 1, groups do
+    local anchor = arg()
+    local shard = argn()
+    local n = argn()
+    fn(K.tag(anchor), shard, n)
+  end
 end

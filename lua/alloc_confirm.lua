@@ -1,0 +1,31 @@
+#!lua flags=allow-cross-slot-keys,allow-oom
+-- alloc_confirm: the janitor found the owner object referencing these allocations (or their free
+-- already scheduled): they leave the pending set. Stale entries (record gone or another put id)
+-- are dropped from pending too if their record is gone.
+-- KEYS: one <segment tag>:info (HASH) per segment, all served by one node.
+-- ARGV: for each KEYS[i]: n, then n pairs (offset, put id).
+-- Returns: confirmed count.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include alloc.lua
+
+local done = 0
+for i = 1, #KEYS do
+  local stag = K.tag(KEYS[i])
+  local n = argn()
+  for _ = 1, n do
+    local off, pid = arg(), arg()
+    local rec = redis.call('HGET', K.alloc(stag), off)
+    if not rec then
+      redis.call('ZREM', K.pending(stag), off)
+    else
+      local _, rpid = alloc_parse(rec)
+      if rpid == pid then
+        done = done + redis.call('ZREM', K.pending(stag), off)
+      end
+    end
+  end
+end
+return done

@@ -1,0 +1,68 @@
+#!lua flags=allow-cross-slot-keys
+-- alloc_reserve: step 1 of PutStart: buffers for a batch of puts in the segments of ONE node.
+-- Each allocation is owner-tagged (key, put id) and recorded in the segment's pending set with
+-- Redis time; the object shard commits it (put_start) or the janitor reclaims it.
+-- Per item, segments are tried in order: preferred first, then a walk over KEYS from a random
+-- start; replicas of one item land on distinct segments; an item may get fewer than wanted.
+-- KEYS: one <segment tag>:info (HASH) per candidate segment served by this node.
+-- ARGV: item count, then per item: key, put id, size (bytes), replicas wanted, start index
+--       (0-based into KEYS), preferred count np, then np 1-based KEYS indices.
+-- Returns: {now ms, {per item: {{KEYS index, offset, base, te_endpoint, protocol, name}...}},
+--          largest size of a mounted candidate segment}.
+-- Errors: none (an item that gets nothing has an empty list).
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include alloc.lua
+
+local now = now_ms()
+local info = {}
+local maxsize = 0
+local function seg(i)
+  local s = info[i]
+  if s == nil then
+    local f = redis.call('HMGET', KEYS[i], 'mounted', 'size', 'base', 'te_endpoint', 'protocol', 'name')
+    if f[1] == '1' then
+      s = { size = tonumber(f[2]), base = f[3], ep = f[4], proto = f[5], name = f[6] }
+      if s.size > maxsize then
+        maxsize = s.size
+      end
+    else
+      s = false
+    end
+    info[i] = s
+  end
+  return s
+end
+for i = 1, #KEYS do
+  seg(i)
+end
+
+local out = {}
+local n = argn()
+for _ = 1, n do
+  local key, pid, size, want, start, np = arg(), arg(), argn(), argn(), argn(), argn()
+  local order = {}
+  for _ = 1, np do
+    table.insert(order, argn())
+  end
+  for j = 0, #KEYS - 1 do
+    table.insert(order, ((start + j) % #KEYS) + 1)
+  end
+  local used, got = {}, {}
+  for _, i in ipairs(order) do
+    if #got >= want then
+      break
+    end
+    local s = seg(i)
+    if s and not used[i] and s.size >= size then
+      used[i] = true
+      local off = alloc_take(K.tag(KEYS[i]), size, key, pid, now)
+      if off then
+        table.insert(got, { i, off, s.base, s.ep, s.proto, s.name })
+      end
+    end
+  end
+  table.insert(out, got)
+end
+return { now, out, maxsize }

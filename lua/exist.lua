@@ -1,0 +1,29 @@
+#!lua flags=allow-cross-slot-keys,allow-oom
+-- exist: ExistKey: 1 for a key with a COMPLETE replica (a hit grants a lease, as
+-- get_replicas), 0 otherwise (missing or still being written).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
+-- Returns: per key 1 or 0.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+--!include store.lua
+
+local ttl, soft_ttl = argn(), argn()
+local now = now_ms()
+local out = {}
+each_group(function(tag, shard, n)
+  for _ = 1, n do
+    local key = arg()
+    local f = redis.call('HMGET', K.obj(tag, key), 'st', 'l', 'sp', 'hp', 'rad', 'pfx')
+    if f[1] == 'C' then
+      store_grant_lease(tag, key, { f[2], f[3], f[4], f[5], f[6] }, now, ttl, soft_ttl)
+      table.insert(out, 1)
+    else
+      table.insert(out, 0)
+    end
+  end
+end)
+return out

@@ -1,0 +1,96 @@
+-- Object store helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
+-- radix.lua (included before this file).
+--
+-- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
+-- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
+-- rad '1' registered in the radix index, r replicas (cjson array of
+-- {id, st 'P'/'C', seg, off, len, base (decimal string), ep, proto, name}).
+-- A buffer free is the string "segment id|offset|put id"; it goes to the shard outbox (applied
+-- by outbox drains, idempotently) or, for a discarded stale put, to the discarded ZSET with its
+-- release time (moved to the outbox by the janitor once due).
+
+local function store_free_entry(rep, pid)
+  return rep.seg .. '|' .. string.format('%d', rep.off) .. '|' .. pid
+end
+
+local function store_replicas(raw)
+  if not raw or raw == '' then
+    return {}
+  end
+  return cjson.decode(raw)
+end
+
+-- Encodes a non-empty replica list (cjson encodes {} as an object on real Redis).
+local function store_encode(reps)
+  return cjson.encode(reps)
+end
+
+local function store_all_complete(reps)
+  for _, rep in ipairs(reps) do
+    if rep.st ~= 'C' then
+      return false
+    end
+  end
+  return #reps > 0
+end
+
+local function store_any_complete(reps)
+  for _, rep in ipairs(reps) do
+    if rep.st == 'C' then
+      return true
+    end
+  end
+  return false
+end
+
+-- Erases object key of shard tag/shard: deletes its metadata, drops it from the shard indexes,
+-- sends the frees of its remaining replicas to the outbox (appending each entry to frees) or,
+-- when release_at is given, to the discarded set due at release_at, and unregisters it from the
+-- radix index (continuations for the parent shards are appended to conts).
+-- Returns false when the object does not exist.
+local function store_erase(tag, shard, key, conts, frees, release_at)
+  local okey = K.obj(tag, key)
+  local f = redis.call('HMGET', okey, 'r', 'sz', 'pid', 'rad', 'pfx')
+  if not f[3] then
+    return false
+  end
+  local reps = store_replicas(f[1])
+  local pid = f[3]
+  for _, rep in ipairs(reps) do
+    local e = store_free_entry(rep, pid)
+    if release_at then
+      redis.call('ZADD', K.discarded(tag), release_at, e)
+    else
+      redis.call('RPUSH', K.outbox(tag), e)
+      table.insert(frees, e)
+    end
+  end
+  redis.call('DEL', okey)
+  redis.call('SREM', K.objects(tag), key)
+  redis.call('ZREM', K.lru(tag), key)
+  redis.call('ZREM', K.processing(tag), key)
+  redis.call('HINCRBY', K.stats(tag), 'objects', -1)
+  redis.call('HINCRBY', K.stats(tag), 'bytes', -(tonumber(f[2]) or 0))
+  if f[4] == '1' then
+    radix_remove_key(tag, shard, f[5], key, conts)
+  end
+  return true
+end
+
+-- A lease grant (exist hit, get replica list): l = max(l, now + ttl), soft pin refresh, the lru
+-- index and the radix leaf score follow. f = HMGET of l, sp, hp, rad, pfx. Returns the lease.
+local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
+  local okey = K.obj(tag, key)
+  local lease = math.max(tonumber(f[1]) or 0, now + ttl)
+  redis.call('HSET', okey, 'l', lease)
+  if f[2] then
+    redis.call('HSET', okey, 'sp', math.max(tonumber(f[2]) or 0, now + soft_ttl))
+  end
+  if f[3] ~= '1' then
+    redis.call('ZADD', K.lru(tag), lease, key)
+  end
+  if f[4] == '1' then
+    radix_touch(tag, f[5], lease)
+  end
+  return lease
+end

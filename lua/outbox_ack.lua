@@ -1,0 +1,18 @@
+#!lua flags=allow-cross-slot-keys,allow-oom
+-- outbox_ack: drops applied frees from shards' outboxes (by value: concurrent drains of the
+-- same entries are harmless, alloc_free being idempotent).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n entries.
+-- Returns: entries removed.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+
+local removed = 0
+each_group(function(tag, shard, n)
+  for _ = 1, n do
+    removed = removed + redis.call('LREM', K.outbox(tag), 1, arg())
+  end
+end)
+return removed

@@ -1,0 +1,40 @@
+#!lua flags=allow-cross-slot-keys
+-- put_end: PutEnd: marks the object's replicas COMPLETE; the object enters the lru index with a
+-- lease of 0 ms (lease timeout = max(lease timeout, now)).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n pairs (key, client id).
+-- Returns: per item {code, message}.
+-- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601).
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+--!include store.lua
+
+local now = now_ms()
+local out = {}
+each_group(function(tag, shard, n)
+  for _ = 1, n do
+    local key, client = arg(), arg()
+    local okey = K.obj(tag, key)
+    local f = redis.call('HMGET', okey, 'c', 'r', 'hp', 'l')
+    if not f[1] then
+      table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
+    elseif f[1] ~= client then
+      table.insert(out, { E.ILLEGAL_CLIENT, 'client_id: key ' .. key .. ' was started by another client' })
+    else
+      local reps = store_replicas(f[2])
+      for _, rep in ipairs(reps) do
+        rep.st = 'C'
+      end
+      local lease = math.max(tonumber(f[4]) or 0, now)
+      redis.call('HSET', okey, 'st', 'C', 'l', lease, 'r', store_encode(reps))
+      redis.call('ZREM', K.processing(tag), key)
+      if f[3] ~= '1' then
+        redis.call('ZADD', K.lru(tag), lease, key)
+      end
+      table.insert(out, { E.OK, '' })
+    end
+  end
+end)
+return out

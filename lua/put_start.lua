@@ -1,0 +1,94 @@
+#!lua flags=allow-cross-slot-keys
+-- put_start: step 2 of PutStart (commit): writes the objects whose buffers alloc_reserve got.
+-- Per item: refuses an existing object (OBJECT_ALREADY_EXISTS) unless it is a stale put (no
+-- COMPLETE replica, put start + discard timeout passed), which is taken over: its buffers go to
+-- the discarded set, released at its put start + release timeout. Refuses allocations older
+-- than the commit deadline (the janitor may reclaim them after its grace) and allocations vetoed
+-- by an unmount. With the radix flag, registers the key under its prefix node (RFC Path A).
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
+--       ttl ms, radix flag (0/1); then group count, then per group: anchor, shard index, n, then n items of
+--       key, put id, client id, size (bytes), soft pin (0/1), hard pin (0/1), replicas (cjson
+--       array of {seg, off, len, base, ep, proto, name, ms}), prefix hash, parent hash ('' none),
+--       parent shard (-1 none), link generation (0 none).
+-- Returns: {{per item: {code, message, {replica id...}}}, {continuation...}}.
+-- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
+--   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
+--   than the commit deadline).
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+--!include store.lua
+
+local num_shards, deadline, discard, release, soft_ttl, radix_on =
+  argn(), argn(), argn(), argn(), argn(), argn()
+local now = now_ms()
+local out, conts, frees = {}, {}, {}
+each_group(function(tag, shard, n)
+  redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
+  for _ = 1, n do
+    local key, pid, client, size, soft, hard = arg(), arg(), arg(), argn(), argn(), argn()
+    local reps = cjson.decode(arg())
+    local prefix, parent, pshard, gen = arg(), arg(), arg(), arg()
+    local code, msg = E.OK, ''
+    for _, rep in ipairs(reps) do
+      if code == E.OK and tonumber(rep.ms) < now - deadline then
+        code, msg = E.INTERNAL_ERROR, 'key ' .. key .. ': allocation older than the commit deadline'
+      end
+      if code == E.OK and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
+        code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. rep.seg .. ' was unmounted'
+      end
+    end
+    local okey = K.obj(tag, key)
+    local takeover = nil
+    if code == E.OK then
+      local f = redis.call('HMGET', okey, 't', 'r', 'pid')
+      if f[3] then
+        local t = tonumber(f[1])
+        if store_any_complete(store_replicas(f[2])) or t + discard > now then
+          code, msg = E.OBJECT_ALREADY_EXISTS, 'key ' .. key .. ': object already exists'
+        else
+          takeover = t
+        end
+      end
+    end
+    if code == E.OK and radix_on == 1 and parent ~= '' then
+      local cur = redis.call('HGET', K.node(tag, prefix), 'p')
+      if cur and cur ~= '' and cur ~= parent then
+        code, msg = E.INVALID_PARAMS,
+          'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
+      end
+    end
+    local ids = {}
+    if code == E.OK then
+      if takeover then
+        store_erase(tag, shard, key, conts, frees, takeover + release)
+        redis.call('HINCRBY', K.stats(tag), 'put_start_discard_cnt', 1)
+      end
+      for j, rep in ipairs(reps) do
+        local id = redis.call('INCR', K.seq(tag)) * num_shards + shard
+        rep.id, rep.st, rep.ms = id, 'P', nil
+        ids[j] = id
+      end
+      redis.call('HSET', okey, 'c', client, 't', now, 'sz', size, 'l', 0, 'st', 'P', 'pid', pid,
+        'pfx', prefix, 'r', store_encode(reps))
+      if soft == 1 then
+        redis.call('HSET', okey, 'sp', now + soft_ttl)
+      end
+      if hard == 1 then
+        redis.call('HSET', okey, 'hp', '1')
+      end
+      redis.call('SADD', K.objects(tag), key)
+      redis.call('ZADD', K.processing(tag), now, key)
+      redis.call('HINCRBY', K.stats(tag), 'objects', 1)
+      redis.call('HINCRBY', K.stats(tag), 'bytes', size)
+      if radix_on == 1 then
+        radix_attach(tag, prefix, parent, pshard, gen, { key }, now)
+        redis.call('HSET', okey, 'rad', '1')
+      end
+    end
+    table.insert(out, { code, msg, ids })
+  end
+end)
+return { out, conts }

@@ -1,0 +1,214 @@
+"""Invariant checks over the whole namespace, and the repairs the protocol allows.
+
+The radix part checks invariant 5 (every key in the node its prefix names), the edge structure
+that invariant 1 rests on (a parent lists every child that names it), the leaf index, and reports
+dangling edges (a parent lists a child that does not exist or names another parent): the only
+state a crash between two steps of link/unlink can leave. Repair drops dangling edges older than
+the grace period, never fresh ones (a link may be half done right now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .radix import RadixNode
+
+if TYPE_CHECKING:
+    from .service import MasterService
+
+# Problems a crash between protocol steps may leave (repairable after the grace period).
+ALLOWED_KINDS = frozenset({"dangling_edge", "stray_edge"})
+
+
+@dataclass
+class Problem:
+    kind: str
+    node: str
+    detail: str
+    age_ms: int | None = None
+    repaired: bool = False
+
+
+@dataclass
+class FsckReport:
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not [p for p in self.problems if not p.repaired]
+
+    @property
+    def only_allowed(self) -> bool:
+        """Nothing but states the cross-shard protocol allows between its steps."""
+        return all(p.kind in ALLOWED_KINDS or p.repaired for p in self.problems)
+
+    def kinds(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.problems:
+            if not p.repaired:
+                out[p.kind] = out.get(p.kind, 0) + 1
+        return out
+
+    def add(self, kind: str, node: str, detail: str, age_ms: int | None = None) -> Problem:
+        problem = Problem(kind, node, detail, age_ms)
+        self.problems.append(problem)
+        return problem
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "clean": self.clean,
+            "counts": self.counts,
+            "kinds": self.kinds(),
+            "problems": [asdict(p) for p in self.problems],
+        }
+
+
+async def scan_set(service: MasterService, key: str, count: int = 500) -> AsyncIterator[str]:
+    client = service.backend.client
+    cursor: Any = 0
+    while True:
+        cursor, members = await client.sscan(key, cursor, count=count)
+        for m in members:
+            yield m.decode() if isinstance(m, bytes) else str(m)
+        if int(cursor) == 0:
+            return
+
+
+async def load_nodes(service: MasterService) -> dict[str, RadixNode]:
+    nodes: dict[str, RadixNode] = {}
+    for shard in range(service.keys.num_shards):
+        batch: list[str] = []
+        async for h in scan_set(service, service.keys.shard_key(shard, "nodes")):
+            batch.append(h)
+        for start in range(0, len(batch), 512):
+            part = batch[start : start + 512]
+            for h, node in zip(part, await service.get_nodes(part)):
+                if node is not None:
+                    nodes[h] = node
+    return nodes
+
+
+async def load_leaves(service: MasterService) -> set[str]:
+    leaves: set[str] = set()
+    for shard in range(service.keys.num_shards):
+        members = await service.backend.client.zrange(
+            service.keys.shard_key(shard, "leaves"), 0, -1
+        )
+        leaves.update(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+    return leaves
+
+
+async def check_radix(service: MasterService, report: FsckReport, now: int) -> None:
+    nodes = await load_nodes(service)
+    leaves = await load_leaves(service)
+    report.counts.update(
+        nodes=len(nodes),
+        registered_keys=sum(len(n.keys) for n in nodes.values()),
+        leaves=sum(1 for n in nodes.values() if n.is_leaf and not n.is_shell),
+        shells=sum(1 for n in nodes.values() if n.is_shell),
+        max_depth=0,
+    )
+    for h, node in nodes.items():
+        for child, gen in node.child_generations.items():
+            c = nodes.get(child)
+            if c is None:
+                report.add(
+                    "dangling_edge", h, f"{h} lists child {child} that does not exist", now - gen
+                )
+            elif c.parent_prefix_hash != h:
+                report.add(
+                    "stray_edge",
+                    h,
+                    f"{h} lists child {child} whose parent is {c.parent_prefix_hash!r}",
+                    now - gen,
+                )
+        p = node.parent_prefix_hash
+        if p:
+            parent = nodes.get(p)
+            if parent is None:
+                report.add("missing_parent", h, f"{h} names parent {p} that does not exist")
+            elif h not in parent.child_generations:
+                report.add("missing_edge", h, f"parent {p} does not list its child {h}")
+        if not node.keys and not node.children:
+            report.add("empty_node", h, f"{h} has no keys and no children")
+        expected_leaf = bool(node.keys) and not node.children
+        if expected_leaf != (h in leaves):
+            report.add(
+                "leaf_index",
+                h,
+                f"{h} leaf index membership is {h in leaves}, expected {expected_leaf}",
+            )
+        for key in node.keys:
+            if service.prefix_of(key) != h:
+                report.add("wrong_node", h, f"key {key!r} belongs to {service.prefix_of(key)!r}")
+    for h in leaves - nodes.keys():
+        report.add("leaf_index", h, f"leaf index lists {h} that is not a node")
+    # Parent chains: depth histogram and cycles (cascades stop at a cycle; fsck names it).
+    depth: dict[str, int] = {}
+    for h in nodes:
+        path: list[str] = []
+        seen: set[str] = set()
+        cur: str | None = h
+        while cur and cur in nodes and cur not in depth:
+            if cur in seen:
+                report.add("cycle", cur, "parent chain cycles: " + " -> ".join([*path, cur]))
+                for x in path:
+                    depth[x] = -1
+                break
+            seen.add(cur)
+            path.append(cur)
+            cur = nodes[cur].parent_prefix_hash or None
+        base = depth.get(cur, 0) if cur in depth else 0
+        for i, x in enumerate(reversed(path)):
+            depth.setdefault(x, base + i + 1)
+    report.counts["max_depth"] = max(depth.values(), default=0)
+
+
+async def repair_radix(service: MasterService, report: FsckReport, grace_ms: int) -> None:
+    unlinks: list[tuple[str, int, str, str]] = []
+    collapse: list[tuple[int, list[str]]] = []
+    for p in report.problems:
+        if p.kind in ALLOWED_KINDS and p.age_ms is not None and p.age_ms > grace_ms:
+            child = p.detail.split(" lists child ")[1].split(" ")[0]
+            [node] = await service.get_nodes([p.node])
+            if node is None or child not in node.child_generations:
+                continue
+            gen = node.child_generations[child]
+            unlinks.append((p.node, service.keys.shard_of(p.node), child, str(gen)))
+            p.repaired = True
+        elif p.kind == "empty_node":
+            collapse.append((service.keys.shard_of(p.node), ["collapse", p.node]))
+            p.repaired = True
+        elif p.kind == "leaf_index":
+            collapse.append((service.keys.shard_of(p.node), ["leaf", p.node]))
+            p.repaired = True
+    conts: list[Any] = []
+    if collapse:
+        for _, (_, cs) in await service.run_sharded("radix_repair", collapse):
+            conts.extend(cs)
+    await service.finish_unlinks([*unlinks, *conts])
+
+
+async def fsck(
+    service: MasterService, repair: bool = False, grace_ms: int | None = None
+) -> FsckReport:
+    """Check every invariant; with ``repair``, fix what is safe to fix and check again."""
+    grace = service.config.dangling_edge_grace_ms if grace_ms is None else grace_ms
+    report = FsckReport()
+    now = await service.backend.time_ms()
+    await check_radix(service, report, now)
+    for extra in EXTRA_CHECKS:
+        await extra(service, report, now)
+    if repair and report.problems:
+        await repair_radix(service, report, grace)
+        for extra_repair in EXTRA_REPAIRS:
+            await extra_repair(service, report, grace)
+    return report
+
+
+# Other parts (object store, allocator) register their checks and repairs here.
+EXTRA_CHECKS: list[Any] = []
+EXTRA_REPAIRS: list[Any] = []

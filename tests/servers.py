@@ -1,0 +1,191 @@
+"""Start and stop throwaway Redis servers on loopback ports (a Redis Cluster, an AOF server).
+
+Used by the test fixtures and the reliability tools. Every failure to start raises with the
+server's log, so a missing server is a loud failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_port_block(n: int, start: int = 17000) -> int:
+    """A run of n free ports (cluster bus ports at +10000 must be free too)."""
+    for base in range(start, 30000, n + 3):
+        ok = True
+        for p in (*range(base, base + n), *range(base + 10000, base + 10000 + n)):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port block for a Redis Cluster")
+
+
+def redis_server_binary() -> str:
+    path = shutil.which("redis-server")
+    if not path:
+        raise RuntimeError("redis-server not found on PATH: install Debian's redis-server package")
+    return path
+
+
+@dataclass
+class RedisProcess:
+    port: int
+    workdir: Path
+    args: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> None:
+        log = self.workdir / f"redis-{self.port}.log"
+        cmd = [
+            redis_server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.workdir),
+            "--logfile",
+            str(log),
+            "--save",
+            "",
+            *self.args,
+        ]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"redis-server on {self.port} exited: {err}{_tail(log)}")
+            try:
+                if redis.Redis(port=self.port, socket_timeout=1).ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server on {self.port} did not answer in {timeout}s{_tail(log)}")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+def _tail(path: Path) -> str:
+    try:
+        return "\n--- log ---\n" + "\n".join(path.read_text().splitlines()[-20:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class RedisCluster:
+    masters: int = 3
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mcr-cluster-")))
+    nodes: list[RedisProcess] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> None:
+        base = free_port_block(self.masters)
+        for port in range(base, base + self.masters):
+            node = RedisProcess(
+                port,
+                self.workdir,
+                [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    f"nodes-{port}.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--appendonly",
+                    "no",
+                ],
+            )
+            node.start()
+            self.nodes.append(node)
+        addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+        cli = shutil.which("redis-cli")
+        if not cli:
+            raise RuntimeError("redis-cli not found on PATH")
+        res = subprocess.run(
+            [cli, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {res.stdout}{res.stderr}")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = [
+                _cluster_state(redis.Redis(port=n.port, decode_responses=True)) for n in self.nodes
+            ]
+            if all(s == "ok" for s in states):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("Redis Cluster did not reach cluster_state:ok in 30 s")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop(kill=True)
+        self.nodes.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _cluster_state(client: redis.Redis) -> str:
+    info = client.execute_command("CLUSTER INFO")
+    if isinstance(info, dict):
+        return str(info.get("cluster_state"))
+    for line in str(info).splitlines():
+        if line.startswith("cluster_state:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def ensure_standalone(url: str = "redis://127.0.0.1:6379") -> str:
+    """The machine's Redis (CI starts it in .ci/run); fail loudly when it does not answer."""
+    try:
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+    except redis.RedisError as exc:
+        raise RuntimeError(
+            f"no Redis at {url}: start one (see .ci/run) or set MOONCAKE_REDIS_TEST_URL"
+        ) from exc
+    return url
+
+
+def test_redis_url() -> str:
+    return os.environ.get("MOONCAKE_REDIS_TEST_URL", "redis://127.0.0.1:6379")
