@@ -30,6 +30,8 @@ SHARD_SUFFIXES: dict[str, str] = {
     "processing": ":proc",  # ZSET   objects with a PROCESSING put -> put start (ms)
     "outbox": ":outbox",  # LIST   pending buffer frees for segment allocators
     "seq": ":seq",  # STRING replica id counter
+    "discarded": ":discarded",  # ZSET   stale-put buffer frees "seg|off|put id" -> release ms
+    "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
