@@ -1,0 +1,128 @@
+"""Config, key schema, prefix extraction and the Lua loader: no server needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from redis.crc import key_slot
+
+from mooncake_redis import Config, ErrorCode, MooncakeError
+from mooncake_redis.keys import KeySchema
+from mooncake_redis.lua_loader import LuaLoadError, load_all, parse
+from mooncake_redis.prefix import extract_prefix
+from tests.helpers import h
+
+HDR = "#!lua flags=allow-oom\n-- t\n-- KEYS: x\n-- ARGV: y\n-- Returns: z\n"
+
+
+def test_config_defaults_follow_mooncake_r() -> None:
+    c = Config()
+    assert not c.enable_radix_tree and c.num_shards == 64 and c.namespace == "mc"
+    assert c.default_kv_lease_ttl_ms == 5000 and c.eviction_high_watermark_ratio == 0.95
+    assert c.put_start_discard_timeout_ms == 30_000 and c.put_start_release_timeout_ms == 600_000
+    assert c.client_live_ttl_ms == 10_000 and c.eviction_ratio == 0.05
+    assert c.default_kv_soft_pin_ttl_ms == 30 * 60 * 1000 and c.allow_evict_soft_pinned_objects
+
+
+def test_config_from_env_and_overrides() -> None:
+    env = {
+        "MOONCAKE_REDIS_NUM_SHARDS": "16",
+        "MOONCAKE_REDIS_ENABLE_RADIX_TREE": "true",
+        "MOONCAKE_REDIS_EVICTION_RATIO": "0.1",
+        "MOONCAKE_REDIS_KEY_HASH_PATTERN": r"_([0-9a-f]{64})_",
+    }
+    c = Config.from_env(env, namespace="x")
+    assert c.num_shards == 16 and c.enable_radix_tree and c.eviction_ratio == 0.1
+    assert c.namespace == "x" and c.key_hash_pattern == r"_([0-9a-f]{64})_"
+    with pytest.raises(MooncakeError) as exc:
+        Config.from_env({"MOONCAKE_REDIS_NUM_SHARDS": "many"})
+    assert exc.value.code == ErrorCode.INVALID_PARAMS and "MOONCAKE_REDIS_NUM_SHARDS" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"num_shards": 0},
+        {"namespace": "a{b}"},
+        {"put_start_release_timeout_ms": 10, "put_start_discard_timeout_ms": 20},
+        {"eviction_ratio": 1.5},
+        {"key_hash_pattern": "("},
+        {"key_hash_pattern": "[0-9a-f]{64}"},
+    ],
+)
+def test_config_rejects_bad_values(changes: dict[str, object]) -> None:
+    with pytest.raises(MooncakeError) as exc:
+        Config(**changes)  # type: ignore[arg-type]
+    assert exc.value.code == ErrorCode.INVALID_PARAMS
+
+
+def test_prefix_extraction_rfc_design_4() -> None:
+    blk = h("x")
+    assert extract_prefix(blk) == blk  # MLA: whole key
+    assert extract_prefix(f"{blk}_0_k") == blk  # MHA
+    assert extract_prefix(f"{blk}_0_k_tp_3") == blk  # MHA + TP
+    assert extract_prefix("short_key") == "short_key"  # '_' not at 64: whole key
+    tagged = f"tag_llama_{blk}_0_k"
+    assert extract_prefix(tagged) == tagged
+    assert extract_prefix(tagged, r"_([0-9a-f]{64})(?:_|$)") == blk
+    assert extract_prefix("no-hash-here", r"_([0-9a-f]{64})(?:_|$)") == "no-hash-here"
+
+
+def test_object_and_node_share_a_slot() -> None:
+    ks = KeySchema("mc", 64)
+    blk = h("slot")
+    shard = ks.shard_of(blk)
+    slots = {
+        key_slot(k.encode())
+        for k in (
+            ks.obj(shard, f"{blk}_0_k"),
+            ks.node(shard, blk),
+            ks.node_keys(shard, blk),
+            ks.node_children(shard, blk),
+            ks.anchor(shard),
+            ks.shard_key(shard, "leaves"),
+            ks.obj(shard, "weird{key}with}braces"),
+        )
+    }
+    assert len(slots) == 1
+    assert len({ks.shard_tag(i) for i in range(64)}) == 64
+    with pytest.raises(MooncakeError):
+        ks.segment_tag("bad}id")
+
+
+def test_shard_function_is_stable() -> None:
+    # Recorded data depends on it: a change here would strand every stored node.
+    assert KeySchema("mc", 64).shard_of("0" * 64) == KeySchema("other", 64).shard_of("0" * 64)
+    assert [KeySchema("mc", 64).shard_of(h(i)) for i in range(5)] == [
+        KeySchema("mc", 64).shard_of(h(i)) for i in range(5)
+    ]
+
+
+def test_every_script_has_a_header_and_shebang() -> None:
+    scripts = load_all()
+    assert scripts
+    for name, script in scripts.items():
+        assert script.shebang.startswith("#!lua"), name
+        for section in ("KEYS", "ARGV", "Returns", "Errors"):
+            assert section in script.header, f"{name} lacks {section}"
+        assert "--!include" not in script.body, name
+        assert not script.source(with_shebang=False).startswith("#!")
+
+
+def test_loader_rejects_cycles_duplicates_and_missing(tmp_path: Path) -> None:
+    inc = tmp_path / "includes"
+    inc.mkdir()
+    (inc / "a.lua").write_text("--!include b.lua\n")
+    (inc / "b.lua").write_text("--!include a.lua\n")
+    (inc / "c.lua").write_text("local c = 1\n")
+    with pytest.raises(LuaLoadError, match="cycle"):
+        parse("s.lua", HDR + "--!include a.lua\n", inc)
+    with pytest.raises(LuaLoadError, match="twice"):
+        parse("s.lua", HDR + "--!include c.lua\n--!include c.lua\n", inc)
+    with pytest.raises(LuaLoadError, match="missing include"):
+        parse("s.lua", HDR + "--!include nope.lua\n", inc)
+    with pytest.raises(LuaLoadError, match="shebang"):
+        parse("s.lua", "-- KEYS ARGV Returns\nreturn 1\n", inc)
+    ok = parse("s.lua", HDR + "--!include c.lua\nreturn c\n", inc)
+    assert "local c = 1" in ok.body and ok.flags == ("allow-oom",)
