@@ -25,7 +25,7 @@ def _int(x: float) -> str:
     return f"{x:,.0f}"
 
 
-def _rows(r: ReplayResult) -> list[tuple[str, str]]:
+def _rows(r: ReplayResult, tiered: bool) -> list[tuple[str, str]]:
     h = r.health
     rows = [
         ("target", r.target),
@@ -34,7 +34,7 @@ def _rows(r: ReplayResult) -> list[tuple[str, str]]:
         ("block references", _int(r.references)),
         ("prefix-hit rate (blocks)", _pct(r.hit_rate)),
     ]
-    if r.host_hits:
+    if tiered:
         rows += [
             ("  host-cache hits", _int(r.host_hits)),
             ("  store hit rate (of asked)", _pct(r.store_hit_rate)),
@@ -72,10 +72,11 @@ def results_table(results: Sequence[ReplayResult], title: str = "replay") -> Tab
     """One column per run; rows missing from a run (e.g. a call it never made) show '-'."""
     table = Table(title=title)
     table.add_column("", no_wrap=True)
-    per_run = [dict(_rows(r)) for r in results]
+    tiered = any(r.host_hits for r in results)
+    per_run = [dict(_rows(r, tiered)) for r in results]
     names: list[str] = []
     for r in results:
-        for name, _ in _rows(r):
+        for name, _ in _rows(r, tiered):
             if name not in names:
                 names.append(name)
     for r in results:
