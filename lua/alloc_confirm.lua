@@ -2,8 +2,9 @@
 -- alloc_confirm: the janitor found the owner object referencing these allocations (or their free
 -- already scheduled): they leave the pending set. Stale entries (record gone or another put id)
 -- are dropped from pending too if their record is gone.
--- KEYS: one <segment tag>:info (HASH) per segment, all served by one node.
--- ARGV: for each KEYS[i]: n, then n pairs (offset, put id).
+-- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
+--       cluster (the script reads every anchor from ARGV).
+-- ARGV: group count, then per group: anchor, n, then n pairs (offset, put id).
 -- Returns: confirmed count.
 -- Errors: none.
 --!include keys.lua
@@ -12,9 +13,7 @@
 --!include alloc.lua
 
 local done = 0
-for i = 1, #KEYS do
-  local stag = K.tag(KEYS[i])
-  local n = argn()
+each_segment(function(stag, anchor, n)
   for _ = 1, n do
     local off, pid = arg(), arg()
     local rec = redis.call('HGET', K.alloc(stag), off)
@@ -27,5 +26,5 @@ for i = 1, #KEYS do
       end
     end
   end
-end
+end)
 return done

@@ -2,8 +2,9 @@
 -- alloc_free: applies buffer frees to segment allocators (outbox drains, failed puts, janitor
 -- reclaims). Idempotent: a free is applied only if the alloc record at that offset carries the
 -- same put id; unknown segments and offsets are skipped.
--- KEYS: one <segment tag>:info (HASH) per segment touched, all served by one node.
--- ARGV: for each KEYS[i]: n, then n pairs (offset, put id).
+-- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
+--       cluster (the script reads every anchor from ARGV).
+-- ARGV: group count, then per group: anchor, n, then n pairs (offset, put id).
 -- Returns: bytes freed (integer).
 -- Errors: none.
 --!include keys.lua
@@ -12,12 +13,10 @@
 --!include alloc.lua
 
 local freed = 0
-for i = 1, #KEYS do
-  local stag = K.tag(KEYS[i])
-  local n = argn()
+each_segment(function(stag, anchor, n)
   for _ = 1, n do
     local off, pid = argn(), arg()
     freed = freed + alloc_release(stag, off, pid)
   end
-end
+end)
 return freed

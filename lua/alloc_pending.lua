@@ -1,17 +1,19 @@
 #!lua flags=no-writes,allow-cross-slot-keys
 -- alloc_pending: janitor read of allocations not yet confirmed and older than a cutoff.
--- KEYS: one <segment tag>:info (HASH) per segment, all served by one node.
--- ARGV: cutoff (ms; entries allocated at or before it), limit per segment.
--- Returns: per KEYS[i]: {offset, record "len|put id|ms|owner key", ...}.
+-- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
+--       cluster (the script reads every anchor from ARGV).
+-- ARGV: cutoff (ms; entries allocated at or before it), limit per segment, then group count,
+--       then per group: anchor, 0.
+-- Returns: per group: {offset, record "len|put id|ms|owner key", ...}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include alloc.lua
 
 local cutoff, limit = argn(), argn()
 local out = {}
-for i = 1, #KEYS do
-  local stag = K.tag(KEYS[i])
+each_segment(function(stag, anchor, n)
   local offs = redis.call('ZRANGEBYSCORE', K.pending(stag), '-inf', cutoff, 'LIMIT', 0, limit)
   local row = {}
   for _, off in ipairs(offs) do
@@ -22,5 +24,5 @@ for i = 1, #KEYS do
     end
   end
   table.insert(out, row)
-end
+end)
 return out

@@ -4,10 +4,11 @@
 -- Redis time; the object shard commits it (put_start) or the janitor reclaims it.
 -- Per item, segments are tried in order: preferred first, then a walk over KEYS from a random
 -- start; replicas of one item land on distinct segments; an item may get fewer than wanted.
--- KEYS: one <segment tag>:info (HASH) per candidate segment served by this node.
--- ARGV: item count, then per item: key, put id, size (bytes), replicas wanted, start index
---       (0-based into KEYS), preferred count np, then np 1-based KEYS indices.
--- Returns: {now ms, {per item: {{KEYS index, offset, base, te_endpoint, protocol, name}...}},
+-- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
+--       cluster (the script reads every anchor from ARGV).
+-- ARGV: segment count m, m anchors (the candidates), item count, then per item: key, put id, size (bytes), replicas wanted, start index
+--       (0-based into the anchors), preferred count np, then np 1-based anchor indices.
+-- Returns: {now ms, {per item: {{anchor index, offset, base, te_endpoint, protocol, name}...}},
 --          largest size of a mounted candidate segment}.
 -- Errors: none (an item that gets nothing has an empty list).
 --!include keys.lua
@@ -16,12 +17,16 @@
 --!include alloc.lua
 
 local now = now_ms()
+local S = {}
+for i = 1, argn() do
+  S[i] = arg()
+end
 local info = {}
 local maxsize = 0
 local function seg(i)
   local s = info[i]
   if s == nil then
-    local f = redis.call('HMGET', KEYS[i], 'mounted', 'size', 'base', 'te_endpoint', 'protocol', 'name')
+    local f = redis.call('HMGET', S[i], 'mounted', 'size', 'base', 'te_endpoint', 'protocol', 'name')
     if f[1] == '1' then
       s = { size = tonumber(f[2]), base = f[3], ep = f[4], proto = f[5], name = f[6] }
       if s.size > maxsize then
@@ -34,7 +39,7 @@ local function seg(i)
   end
   return s
 end
-for i = 1, #KEYS do
+for i = 1, #S do
   seg(i)
 end
 
@@ -46,8 +51,8 @@ for _ = 1, n do
   for _ = 1, np do
     table.insert(order, argn())
   end
-  for j = 0, #KEYS - 1 do
-    table.insert(order, ((start + j) % #KEYS) + 1)
+  for j = 0, #S - 1 do
+    table.insert(order, ((start + j) % #S) + 1)
   end
   local used, got = {}, {}
   for _, i in ipairs(order) do
@@ -57,7 +62,7 @@ for _ = 1, n do
     local s = seg(i)
     if s and not used[i] and s.size >= size then
       used[i] = true
-      local off = alloc_take(K.tag(KEYS[i]), size, key, pid, now)
+      local off = alloc_take(K.tag(S[i]), size, key, pid, now)
       if off then
         table.insert(got, { i, off, s.base, s.ep, s.proto, s.name })
       end

@@ -5,7 +5,7 @@
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: discard timeout ms, release timeout ms, limit per shard and kind; then group
 --       count, then per group: anchor, shard index, 0.
--- Returns: {discarded count, released count, {continuation...}, {outbox entry...}}.
+-- Returns: {discarded count, released count, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
@@ -32,7 +32,7 @@ each_group(function(tag, shard, n)
   for _, e in ipairs(due) do
     redis.call('ZREM', K.discarded(tag), e)
     redis.call('RPUSH', K.outbox(tag), e)
-    table.insert(frees, e)
+    table.insert(frees, { shard, e })
     released = released + 1
   end
 end)

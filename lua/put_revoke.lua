@@ -3,7 +3,7 @@
 -- registration) goes, its buffers go to the outbox.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (key, client id).
--- Returns: {{per item {code, message}}, {continuation...}, {outbox entry...}}.
+-- Returns: {{per item {code, message}}, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601), INVALID_WRITE (-700) when a
 --   replica is not PROCESSING.
 --!include keys.lua

@@ -4,7 +4,7 @@
 -- An erased object leaves the indexes and the radix index; its buffers go to the outbox.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: mode ('strict' | 'skip'), force (0/1); then group count, then per group: anchor, shard index, n, n keys.
--- Returns: {{per key: {code, message}}, {continuation...}, {outbox entry...}}.
+-- Returns: {{per key: {code, message}}, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors (per key, strict): OBJECT_NOT_FOUND (-704), OBJECT_HAS_LEASE (-706) unless force,
 --   REPLICA_IS_NOT_READY (-703) if a replica is not COMPLETE (even with force).
 --!include keys.lua

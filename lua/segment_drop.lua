@@ -5,7 +5,7 @@
 -- not reference it (a put between reserve and commit) is vetoed: put_start refuses to commit it.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n items (key, segment id, offset, put id).
--- Returns: {replicas dropped, objects erased, {continuation...}, {outbox entry...}}.
+-- Returns: {replicas dropped, objects erased, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua

@@ -1,18 +1,19 @@
 #!lua flags=no-writes,allow-cross-slot-keys
 -- segment_info: reads segments' info (usage ratio, janitor, fsck).
--- KEYS: one <segment tag>:info (HASH) per segment.
--- ARGV: none.
--- Returns: per KEYS[i]: {} if unknown, else {name, base, size, te_endpoint, protocol, client_id,
+-- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
+--       cluster (the script reads every anchor from ARGV).
+-- ARGV: group count, then per group: anchor, 0.
+-- Returns: per group: {} if unknown, else {name, base, size, te_endpoint, protocol, client_id,
 --          allocated, mounted, alloc record count, pending count}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include alloc.lua
 
 local out = {}
-for i = 1, #KEYS do
-  local stag = K.tag(KEYS[i])
-  local f = redis.call('HMGET', KEYS[i], 'name', 'base', 'size', 'te_endpoint', 'protocol',
+each_segment(function(stag, anchor, n)
+  local f = redis.call('HMGET', anchor, 'name', 'base', 'size', 'te_endpoint', 'protocol',
     'client_id', 'allocated', 'mounted')
   if not f[3] then
     table.insert(out, {})
@@ -21,5 +22,5 @@ for i = 1, #KEYS do
     table.insert(f, redis.call('ZCARD', K.pending(stag)))
     table.insert(out, f)
   end
-end
+end)
 return out

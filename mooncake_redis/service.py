@@ -7,9 +7,10 @@ from typing import Any
 from .backend import Backend
 from .config import Config
 from .radix import RadixMixin
+from .store import StoreMixin
 
 
-class MasterService(RadixMixin):
+class MasterService(StoreMixin, RadixMixin):
     """Stateless: every worker may build one over the same Redis; nothing lives only here."""
 
     @classmethod

@@ -83,3 +83,14 @@ local function alloc_release(stag, off, pid)
   alloc_insert_free(stag, off, len)
   return len
 end
+
+-- Segment batch scripts: KEYS holds the first segment anchor on a cluster (every anchor on
+-- standalone Redis); ARGV: group count, then per group: anchor (<segment tag>:info), n, items.
+local function each_segment(fn)
+  local groups = argn()
+  for _ = 1, groups do
+    local anchor = arg()
+    local n = argn()
+    fn(K.tag(anchor), anchor, n)
+  end
+end

@@ -44,7 +44,7 @@ local function store_any_complete(reps)
 end
 
 -- Erases object key of shard tag/shard: deletes its metadata, drops it from the shard indexes,
--- sends the frees of its remaining replicas to the outbox (appending each entry to frees) or,
+-- sends the frees of its remaining replicas to the outbox (appending {shard, entry} to frees) or,
 -- when release_at is given, to the discarded set due at release_at, and unregisters it from the
 -- radix index (continuations for the parent shards are appended to conts).
 -- Returns false when the object does not exist.
@@ -62,7 +62,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
       redis.call('ZADD', K.discarded(tag), release_at, e)
     else
       redis.call('RPUSH', K.outbox(tag), e)
-      table.insert(frees, e)
+      table.insert(frees, { shard, e })
     end
   end
   redis.call('DEL', okey)
