@@ -1,4 +1,4 @@
-#!lua flags=allow-cross-slot-keys
+#!lua flags=allow-cross-slot-keys,allow-oom
 -- radix_unlink: parent-side step of an unlink (unlink child-first, step 2), and the cascade.
 -- Drops the edge parent -> child when its generation still matches (a child re-linked meanwhile
 -- keeps its edge); a parent left with keys becomes a leaf, one left empty is deleted and the walk

@@ -1,4 +1,4 @@
-#!lua flags=allow-cross-slot-keys
+#!lua flags=allow-cross-slot-keys,allow-oom
 -- radix_unregister: removes registered keys from their nodes (child-first unlink, step 1).
 -- A node left with no keys and no children is deleted, and so upward is every parent in the
 -- same shard that becomes an empty shell; parents in other shards come back as continuations.
