@@ -14,7 +14,9 @@ COMPLETE = "COMPLETE"
 
 def _int(field: str, value: Any, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"{field}: expected an integer, got {value!r}")
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS, f"{field}: expected an integer, got {value!r}"
+        )
     if value < minimum:
         raise MooncakeError(ErrorCode.INVALID_PARAMS, f"{field}: must be >= {minimum}, got {value}")
     return value

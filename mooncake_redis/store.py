@@ -21,6 +21,7 @@ ordered so that a crash between two steps leaves only a state something reclaims
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import time
@@ -196,7 +197,7 @@ class StoreMixin(RadixMixin):
                 keys = [anchors[j] for j in part]
                 argv: list[Any] = [*head, len(part)]
                 for j in part:
-                    seg, data = groups[j]
+                    data = groups[j][1]
                     argv.extend((anchors[j], len(data) // max(1, _arity(script)), *data))
                 declared = keys[:1] if self.backend.cluster else keys
                 replies.append((part, await self.backend.call(script, declared, argv, node)))
@@ -225,9 +226,7 @@ class StoreMixin(RadixMixin):
         anchor = self.keys.segment_anchor(seg.id)  # validates the id
         client = check_str("client_id", client_id, self.config.max_key_length)
         g = self.keys.global_key
-        await self.backend.call(
-            "segment_register", [g("segments"), g("clients")], [seg.id, client]
-        )
+        await self.backend.call("segment_register", [g("segments"), g("clients")], [seg.id, client])
         await self.checkpoint("mount:registered")
         code, msg, owner = await self.backend.call(
             "segment_mount",
@@ -333,7 +332,8 @@ class StoreMixin(RadixMixin):
         for n in lengths:
             if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
                 raise MooncakeError(
-                    ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: sizes must be positive, got {n!r}"
+                    ErrorCode.INVALID_PARAMS,
+                    f"slice_lengths[{i}]: sizes must be positive, got {n!r}",
                 )
         prefix = self.prefix_of(k)
         if cfg.parent_block_hash == prefix:
@@ -345,10 +345,14 @@ class StoreMixin(RadixMixin):
     def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
         n = cfg.replica_num
         if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 64:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"replica_num: must be in 1..64, got {n!r}")
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"replica_num: must be in 1..64, got {n!r}"
+            )
         for s in cfg.preferred():
             check_str("preferred_segments", s, 256)
-        check_str("parent_block_hash", cfg.parent_block_hash, self.config.max_key_length, allow_empty=True)
+        check_str(
+            "parent_block_hash", cfg.parent_block_hash, self.config.max_key_length, allow_empty=True
+        )
         return cfg
 
     async def put_start(
@@ -463,7 +467,12 @@ class StoreMixin(RadixMixin):
             ]
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
-            (p.cfg.parent_block_hash, self.keys.shard_of(p.cfg.parent_block_hash), p.prefix, str(p.gen))
+            (
+                p.cfg.parent_block_hash,
+                self.keys.shard_of(p.cfg.parent_block_hash),
+                p.prefix,
+                str(p.gen),
+            )
             for p in failed
             if p.gen
         ]
@@ -509,13 +518,19 @@ class StoreMixin(RadixMixin):
                     break
                 await asyncio.gather(
                     *(
-                        self._reserve_on(groups[gi][0], [seg_ids[j] for j in groups[gi][1]], [puts[n] for n in ns])
+                        self._reserve_on(
+                            groups[gi][0],
+                            [seg_ids[j] for j in groups[gi][1]],
+                            [puts[n] for n in ns],
+                        )
                         for gi, ns in calls.items()
                     )
                 )
                 step += 1
-        if not retried and any(not p.reps for p in puts) and (
-            time.monotonic() - self._seg_cache_at > 0.05
+        if (
+            not retried
+            and any(not p.reps for p in puts)
+            and (time.monotonic() - self._seg_cache_at > 0.05)
         ):
             # Maybe this worker's copy of the registry is stale: look again once.
             self._segments_changed()
@@ -558,9 +573,7 @@ class StoreMixin(RadixMixin):
                     )
                 p.maxsize = max(int(maxsize), p.maxsize)
 
-    async def _explain_no_replica(
-        self, puts: list[_Put], results: list[Any]
-    ) -> None:
+    async def _explain_no_replica(self, puts: list[_Put], results: list[Any]) -> None:
         """Puts that got no buffer: OBJECT_ALREADY_EXISTS if the key exists (Mooncake checks that
         first), INVALID_PARAMS if no segment could ever hold it, else NO_AVAILABLE_HANDLE with a
         durable eviction request."""
@@ -584,7 +597,8 @@ class StoreMixin(RadixMixin):
             else:
                 need_evict = True
                 results[p.index] = MooncakeError(
-                    ErrorCode.NO_AVAILABLE_HANDLE, f"key {p.key}: no segment has {p.size} bytes free"
+                    ErrorCode.NO_AVAILABLE_HANDLE,
+                    f"key {p.key}: no segment has {p.size} bytes free",
                 )
         if need_evict:
             now = await self.backend.time_ms()
@@ -642,7 +656,9 @@ class StoreMixin(RadixMixin):
     ) -> list[MooncakeError | None]:
         client = check_str("client_id", client_id, self.config.max_key_length)
         if replica_type not in ("MEMORY", "memory"):
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}")
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}"
+            )
         results: list[MooncakeError | None] = [None] * len(keys)
         items: list[ShardItem] = []
         where: list[int] = []
@@ -663,9 +679,7 @@ class StoreMixin(RadixMixin):
         return results
 
     # ------------------------------------------------------------------ reads
-    def _checked_keys(
-        self, keys: Sequence[str]
-    ) -> tuple[list[Any], list[ShardItem], list[int]]:
+    def _checked_keys(self, keys: Sequence[str]) -> tuple[list[Any], list[ShardItem], list[int]]:
         results: list[Any] = [None] * len(keys)
         items: list[ShardItem] = []
         where: list[int] = []
@@ -717,7 +731,7 @@ class StoreMixin(RadixMixin):
                 ],
                 ttl,
             )
-        return results  # type: ignore[no-any-return]
+        return results
 
     async def exist_key(self, key: str) -> bool:
         [res] = await self.batch_exist_key([key])
@@ -729,11 +743,13 @@ class StoreMixin(RadixMixin):
         """ExistKey per key: True only with a COMPLETE replica; a hit grants a lease."""
         results, items, where = self._checked_keys(keys)
         replies = await self._run_items(
-            "exist", items, [self.config.default_kv_lease_ttl_ms, self.config.default_kv_soft_pin_ttl_ms]
+            "exist",
+            items,
+            [self.config.default_kv_lease_ttl_ms, self.config.default_kv_soft_pin_ttl_ms],
         )
         for i, r in zip(where, replies):
             results[i] = bool(int(r))
-        return results  # type: ignore[no-any-return]
+        return results
 
     # ------------------------------------------------------------------ removal
     async def remove(self, key: str, force: bool = False) -> None:
@@ -748,7 +764,7 @@ class StoreMixin(RadixMixin):
         replies = await self._run_erase("remove", items, ["strict", 1 if force else 0])
         for i, r in zip(where, replies):
             results[i] = _err(r)
-        return results  # type: ignore[no-any-return]
+        return results
 
     async def _all_object_keys(self) -> list[str]:
         async def scan(shard: int) -> list[str]:
@@ -775,7 +791,7 @@ class StoreMixin(RadixMixin):
         invalid, longer than 1024 characters, or needs more than 50 ms on one key is refused
         (INVALID_PARAMS) before anything is removed."""
         check_str("pattern", pattern, MAX_REGEX_LEN)
-        import regex  # third-party: supports a match timeout
+        import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
 
         try:
             pat = regex.compile(pattern)
@@ -949,7 +965,9 @@ async def check_store(service: Any, report: Any, now: int) -> None:
     segs: dict[str, dict[str, Any]] = {}
     capacity = allocated_total = 0
     for seg_id in sorted(reg):
-        info = {_s(k): _s(v) for k, v in (await client.hgetall(keys.segment_anchor(seg_id))).items()}
+        info = {
+            _s(k): _s(v) for k, v in (await client.hgetall(keys.segment_anchor(seg_id))).items()
+        }
         if not info:
             report.add("segment_without_allocator", seg_id, f"registry lists {seg_id} without info")
             continue
@@ -957,13 +975,17 @@ async def check_store(service: Any, report: Any, now: int) -> None:
         free = await client.zrange(keys.segment_key(seg_id, "free_off"), 0, -1, withscores=True)
         flen = {
             _s(m): int(sc)
-            for m, sc in await client.zrange(keys.segment_key(seg_id, "free_len"), 0, -1, withscores=True)
+            for m, sc in await client.zrange(
+                keys.segment_key(seg_id, "free_len"), 0, -1, withscores=True
+            )
         }
         allocs = {
             int(_s(k)): parse_alloc_record(_s(v))
             for k, v in (await client.hgetall(keys.segment_key(seg_id, "alloc"))).items()
         }
-        pending = {int(_s(m)) for m in await client.zrange(keys.segment_key(seg_id, "pending"), 0, -1)}
+        pending = {
+            int(_s(m)) for m in await client.zrange(keys.segment_key(seg_id, "pending"), 0, -1)
+        }
         extents: list[tuple[int, int, str]] = []
         if {_s(m) for m, _ in free} != set(flen):
             report.add("free_index", seg_id, "free_off and free_len members differ")
@@ -975,21 +997,27 @@ async def check_store(service: Any, report: Any, now: int) -> None:
         pos = 0
         for off, length, what in extents:
             if off < pos:
-                report.add("alloc_overlap", seg_id, f"{what} at {off} overlaps the extent ending at {pos}")
+                report.add(
+                    "alloc_overlap", seg_id, f"{what} at {off} overlaps the extent ending at {pos}"
+                )
             if length <= 0:
                 report.add("alloc_overlap", seg_id, f"{what} at {off} has length {length}")
             pos = max(pos, off + length)
         covered = sum(length for _, length, _ in extents)
         if pos > size or (info.get("mounted") == "1" and covered != size):
-            report.add("alloc_coverage", seg_id, f"extents cover {covered} of {size} bytes, end {pos}")
+            report.add(
+                "alloc_coverage", seg_id, f"extents cover {covered} of {size} bytes, end {pos}"
+            )
         adj = [e for e in extents if e[2] == "free"]
-        for a, b in zip(adj, adj[1:]):
+        for a, b in itertools.pairwise(adj):
             if a[0] + a[1] == b[0]:
                 report.add("free_not_coalesced", seg_id, f"free extents at {a[0]} and {b[0]} touch")
         total = sum(length for length, *_ in allocs.values())
         if total != int(info.get("allocated", 0)):
             report.add(
-                "allocated_bytes", seg_id, f"allocated={info.get('allocated')} but records sum {total}"
+                "allocated_bytes",
+                seg_id,
+                f"allocated={info.get('allocated')} but records sum {total}",
             )
         if info.get("mounted") == "1":
             capacity += size
@@ -1021,11 +1049,15 @@ async def check_store(service: Any, report: Any, now: int) -> None:
                 referenced.add((seg, off, obj["pid"]))
                 s = segs.get(seg)
                 if s is None or s["info"].get("mounted") != "1":
-                    report.add("replica_unmounted", key, f"replica on segment {seg} that is not mounted")
+                    report.add(
+                        "replica_unmounted", key, f"replica on segment {seg} that is not mounted"
+                    )
                     continue
                 rec = s["allocs"].get(off)
                 if rec is None or rec[1] != obj["pid"] or rec[0] != int(r["len"]):
-                    report.add("replica_unallocated", key, f"replica {seg}@{off} has no matching record")
+                    report.add(
+                        "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
+                    )
             if obj.get("rad") == "1":
                 nk = keys.node_keys(shard, obj.get("pfx", ""))
                 if not await client.sismember(nk, key):
@@ -1035,9 +1067,14 @@ async def check_store(service: Any, report: Any, now: int) -> None:
     for seg_id, s in segs.items():
         for off, (_len, pid, _ms, owner) in s["allocs"].items():
             if (seg_id, off, pid) not in referenced and off not in s["pending"]:
-                report.add("alloc_leak", seg_id, f"record at {off} (owner {owner!r}) is not referenced")
+                report.add(
+                    "alloc_leak", seg_id, f"record at {off} (owner {owner!r}) is not referenced"
+                )
     report.counts.update(
-        objects=objects, segments=len(segs), capacity_bytes=capacity, allocated_bytes=allocated_total
+        objects=objects,
+        segments=len(segs),
+        capacity_bytes=capacity,
+        allocated_bytes=allocated_total,
     )
 
 

@@ -19,7 +19,14 @@ C = "client-1"
 
 
 def seg(i: int, size: int = MB) -> Segment:
-    return Segment(f"seg{i}", f"node{i}:seg", base=(i + 1) << 40, size=size, te_endpoint=f"10.0.0.{i}:1", protocol="tcp")
+    return Segment(
+        f"seg{i}",
+        f"node{i}:seg",
+        base=(i + 1) << 40,
+        size=size,
+        te_endpoint=f"10.0.0.{i}:1",
+        protocol="tcp",
+    )
 
 
 async def mounted(make_service: Any, n: int = 2, size: int = MB, **cfg: Any) -> MasterService:
@@ -30,7 +37,9 @@ async def mounted(make_service: Any, n: int = 2, size: int = MB, **cfg: Any) -> 
     return svc
 
 
-async def put(svc: MasterService, key: str, size: int = 1000, **cfg: Any) -> list[ReplicaDescriptor]:
+async def put(
+    svc: MasterService, key: str, size: int = 1000, **cfg: Any
+) -> list[ReplicaDescriptor]:
     reps = await svc.put_start(C, key, [size], ReplicateConfig(**cfg))
     await svc.put_end(C, key)
     return reps
@@ -181,7 +190,9 @@ async def test_stale_put_takeover(make_service: Any) -> None:
 
 async def test_janitor_discards_stale_puts(make_service: Any) -> None:
     svc = await mounted(
-        make_service, enable_radix_tree=True, put_start_discard_timeout_ms=150,
+        make_service,
+        enable_radix_tree=True,
+        put_start_discard_timeout_ms=150,
         put_start_release_timeout_ms=300,
     )
     key = f"{h('p')}_0_k"
@@ -257,7 +268,9 @@ async def test_batch_calls_one_result_per_key(make_service: Any) -> None:
     got = await svc.batch_get_replica_list([keys[0], "missing"])
     assert not isinstance(got[0], MooncakeError) and isinstance(got[1], MooncakeError)
     again = await svc.batch_put_start(C, keys[:3], [[10]] * 3)
-    assert all(isinstance(r, MooncakeError) and r.code == ErrorCode.OBJECT_ALREADY_EXISTS for r in again)
+    assert all(
+        isinstance(r, MooncakeError) and r.code == ErrorCode.OBJECT_ALREADY_EXISTS for r in again
+    )
     assert (await svc.get_nodes([h(0)]))[0] is not None
     await assert_clean(svc)
     rm = await svc.batch_remove(keys, force=True)
@@ -376,7 +389,9 @@ async def test_client_expiry(make_service: Any) -> None:
 async def test_janitor_runs_once_per_interval(make_service: Any) -> None:
     svc = await mounted(make_service, n=1, janitor_interval_ms=5000)
     other = await make_service(janitor_interval_ms=5000)
-    runs = await asyncio.gather(svc.run_janitor_once(), other.run_janitor_once(), svc.run_janitor_once())
+    runs = await asyncio.gather(
+        svc.run_janitor_once(), other.run_janitor_once(), svc.run_janitor_once()
+    )
     assert sum(r.ran for r in runs) == 1
 
 
