@@ -1,10 +1,12 @@
-#!lua flags=no-writes,allow-cross-slot-keys
+#!lua flags=allow-cross-slot-keys
 -- put_precheck: for puts that got no buffer: does the key exist (and is not a stale put that
 -- could be taken over)? Then the answer is OBJECT_ALREADY_EXISTS, as Mooncake checks existence
--- before allocating.
+-- before allocating. Also adopts the radix edge its link step bumped when the node already
+-- names that parent (see store_adopt_edge).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: discard timeout ms; then group count, then per group: anchor, shard index, n, then n keys.
--- Returns: per key 1 (exists, not stale) or 0.
+-- ARGV: head: discard timeout ms; then group count, then per group: anchor, shard index, n, then n items
+--       (key, prefix hash, parent hash or '', link generation or 0).
+-- Returns: per item {1 (exists, not stale) or 0, edge adopted 0/1}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
@@ -17,12 +19,13 @@ local now = now_ms()
 local out = {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
-    local f = redis.call('HMGET', K.obj(tag, arg()), 't', 'r', 'pid')
+    local key, prefix, parent, gen = arg(), arg(), arg(), arg()
+    local f = redis.call('HMGET', K.obj(tag, key), 't', 'r', 'pid')
     local hit = 0
     if f[3] and (store_any_complete(store_replicas(f[2])) or tonumber(f[1]) + discard > now) then
       hit = 1
     end
-    table.insert(out, hit)
+    table.insert(out, { hit, store_adopt_edge(tag, prefix, parent, gen) })
   end
 end)
 return out

@@ -11,7 +11,8 @@
 --       key, put id, client id, size (bytes), soft pin (0/1), hard pin (0/1), replicas (cjson
 --       array of {seg, off, len, base, ep, proto, name, ms}), prefix hash, parent hash ('' none),
 --       parent shard (-1 none), link generation (0 none).
--- Returns: {{per item: {code, message, {replica id...}}}, {continuation...}}.
+-- Returns: {{per item: {code, message, {replica id...}, edge adopted 0/1}}, {continuation...}}.
+--   A failed item whose node already names the parent adopts the bumped edge (no undo).
 -- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
 --   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
 --   than the commit deadline).
@@ -88,7 +89,11 @@ each_group(function(tag, shard, n)
         redis.call('HSET', okey, 'rad', '1')
       end
     end
-    table.insert(out, { code, msg, ids })
+    local adopted = 0
+    if code ~= E.OK and radix_on == 1 then
+      adopted = store_adopt_edge(tag, prefix, parent, gen)
+    end
+    table.insert(out, { code, msg, ids, adopted })
   end
 end)
 return { out, conts }

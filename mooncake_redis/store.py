@@ -87,6 +87,7 @@ class _Put:
     reps: list[dict[str, Any]] = field(default_factory=list)
     gen: int = 0
     maxsize: int = 0  # largest mounted segment seen while reserving
+    adopted: bool = False  # failed, but its node already names the parent: keep the edge
 
 
 @dataclass
@@ -448,6 +449,7 @@ class StoreMixin(RadixMixin):
             err = _err(reply)
             if err is not None:
                 results[p.index] = err
+                p.adopted = bool(int(reply[3]))
                 failed.append(p)
                 continue
             ids = [int(x) for x in reply[2]]
@@ -474,7 +476,7 @@ class StoreMixin(RadixMixin):
                 str(p.gen),
             )
             for p in failed
-            if p.gen
+            if p.gen and not p.adopted
         ]
         await asyncio.gather(
             self._free_reservations([p for p in failed if p.reps]),
@@ -577,13 +579,18 @@ class StoreMixin(RadixMixin):
         """Puts that got no buffer: OBJECT_ALREADY_EXISTS if the key exists (Mooncake checks that
         first), INVALID_PARAMS if no segment could ever hold it, else NO_AVAILABLE_HANDLE with a
         durable eviction request."""
-        exists = await self._run_items(
+        radix = self.config.enable_radix_tree
+        replies = await self._run_items(
             "put_precheck",
-            [(p.shard, [p.key]) for p in puts],
+            [
+                (p.shard, [p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen])
+                for p in puts
+            ],
             [self.config.put_start_discard_timeout_ms],
         )
         need_evict = False
-        for p, hit in zip(puts, exists):
+        for p, (hit, adopted) in zip(puts, replies):
+            p.adopted = bool(int(adopted))
             maxsize = p.maxsize
             if int(hit):
                 results[p.index] = MooncakeError(

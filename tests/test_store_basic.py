@@ -458,3 +458,21 @@ async def test_radix_parent_conflict_is_refused(make_service: Any) -> None:
     assert (await svc.get_nodes([b])) == [None]  # the fresh edge was dropped again
     assert sum(s.allocated for s in await svc.segment_stats()) == 1000
     await assert_clean(svc)
+
+
+async def test_failed_put_keeps_an_existing_parent_edge(make_service: Any) -> None:
+    svc = await mounted(make_service, enable_radix_tree=True)
+    a, b = h("a"), h("b")
+    await put(svc, f"{b}_0_k", parent_block_hash=a)
+    with pytest.raises(MooncakeError) as e:  # commit refuses: the edge existed before
+        await svc.put_start(C, f"{b}_0_k", [10], ReplicateConfig(parent_block_hash=a))
+    assert code(e) == ErrorCode.OBJECT_ALREADY_EXISTS
+    assert (await svc.get_keys_by_prefix(a)).children == [b]
+    await assert_clean(svc)
+    with pytest.raises(MooncakeError) as e:  # no buffer: refused by the precheck, no commit
+        await svc.put_start(C, f"{b}_0_k", [2 * MB], ReplicateConfig(parent_block_hash=a))
+    assert code(e) == ErrorCode.OBJECT_ALREADY_EXISTS
+    assert (await svc.get_keys_by_prefix(a)).children == [b]
+    await svc.remove(f"{b}_0_k", force=True)
+    assert await svc.get_nodes([a, b]) == [None, None]
+    await assert_clean(svc)

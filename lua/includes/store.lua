@@ -94,3 +94,20 @@ local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
   end
   return lease
 end
+
+-- A put that fails after its radix link step bumped the edge parent -> h: if the node already
+-- names that parent, the edge is not fresh and must stay: the node adopts the newest generation
+-- (edge generations only grow, so the max is the edge's). Returns 1 when adopted (no undo).
+local function store_adopt_edge(tag, h, parent, gen)
+  if parent == '' or tonumber(gen) == 0 then
+    return 0
+  end
+  local f = redis.call('HMGET', K.node(tag, h), 'p', 'g')
+  if f[1] ~= parent then
+    return 0
+  end
+  if tonumber(gen) > (tonumber(f[2]) or 0) then
+    redis.call('HSET', K.node(tag, h), 'g', gen)
+  end
+  return 1
+end
