@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
@@ -42,6 +43,16 @@ def redact(url: str) -> str:
     user = f"{parts.username}:***@" if parts.username else ":***@"
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit((parts.scheme, user + host + port, parts.path, parts.query, parts.fragment))
+
+
+class FastConnection(aioredis.Connection):
+    """Packs commands with hiredis: batch scripts carry hundreds of arguments, and redis-py's
+    asyncio connection packs them in pure Python (about 3 us an argument)."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str) and " " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        return [hiredis.pack_command(args)]
 
 
 def fake_server(name: str) -> Any:
@@ -79,9 +90,14 @@ class Backend:
         if scheme in ("redis+cluster", "rediss+cluster"):
             real = url.replace("+cluster", "", 1)
             opts.pop("health_check_interval", None)
-            client = RedisCluster.from_url(real, **opts)
+            client = RedisCluster.from_url(real, connection_class=FastConnection, **opts)
             return cls(client, cluster=True, fake=False, url=url)
-        if scheme in ("redis", "rediss", "unix"):
+        if scheme in ("redis", "rediss"):
+            pool = aioredis.ConnectionPool.from_url(url, **opts)
+            if scheme == "redis":  # TLS and unix sockets keep their own connection classes
+                pool.connection_class = FastConnection
+            return cls(aioredis.Redis(connection_pool=pool), cluster=False, fake=False, url=url)
+        if scheme == "unix":
             return cls(aioredis.from_url(url, **opts), cluster=False, fake=False, url=url)
         raise MooncakeError(
             ErrorCode.INVALID_PARAMS, f"unsupported Redis URL scheme: {redact(url)}"

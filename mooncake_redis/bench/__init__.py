@@ -1,0 +1,106 @@
+"""``mooncake-redis bench``: figures for docs/benchmarks.md, printed and written as JSON.
+
+Sections: prefix (index vs SCAN at two sizes), throughput (batch-128 exists/put vs a naive
+baseline and the real Mooncake master), roundtrips (commands per call), memory (bytes per object),
+eviction (same evicted count at two tree sizes). Ratios are against baselines measured in the same
+run, since the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import platform
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.pretty import Pretty
+
+SECTIONS = ("prefix", "throughput", "roundtrips", "memory", "eviction")
+
+
+def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]] | None:
+    url = args.redis_url
+    if name == "prefix":
+        from .prefix import bench_prefix
+
+        sizes = (10_000, 100_000) if args.quick else (10_000, 1_000_000)
+        return lambda: bench_prefix(url, sizes)
+    if name == "throughput":
+        from .throughput import bench_throughput
+
+        return lambda: bench_throughput(url, n_batches=50 if args.quick else 200)
+    if name == "roundtrips":
+        from .throughput import bench_round_trips
+
+        return lambda: bench_round_trips(url)
+    if name == "memory":
+        from .memory import bench_memory
+
+        return lambda: bench_memory(url, objects=20_000 if args.quick else 100_000)
+    if name == "eviction":
+        try:
+            module = importlib.import_module("mooncake_redis.eviction.bench")
+        except ModuleNotFoundError:
+            return None
+        fn = getattr(module, "bench_eviction", None)
+        if fn is None:
+            return None
+        small, large = (2_000, 20_000) if args.quick else (20_000, 200_000)
+        return lambda: fn(url, sizes=(small, large))
+    raise ValueError(name)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    console = Console(stderr=True)
+    results: dict[str, Any] = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "redis_url": args.redis_url,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    for name in args.sections:
+        fn = _section(name, args)
+        if fn is None:
+            results[name] = "not available in this build"
+            continue
+        console.print(f"[bold]bench {name}[/bold] ...")
+        t0 = time.perf_counter()
+        results[name] = await fn()
+        console.print(Pretty(results[name]))
+        console.print(f"  ({time.perf_counter() - t0:.1f} s)")
+    return results
+
+
+def main(args: argparse.Namespace) -> int:
+    results = asyncio.run(run(args))
+    Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    Console(stderr=True).print(f"wrote {args.json}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("bench", help="benchmarks: prefix query, throughput, memory, eviction")
+    p.add_argument(
+        "--redis-url",
+        default=os.environ.get("MOONCAKE_REDIS_URL", "redis://127.0.0.1:6379"),
+        help="Redis to measure (default redis://127.0.0.1:6379; env MOONCAKE_REDIS_URL)",
+    )
+    p.add_argument(
+        "--sections",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=list(SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)}",
+    )
+    p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    p.add_argument("--json", default="bench-results.json", help="where to write the figures")
+    p.set_defaults(func=main)

@@ -1,0 +1,153 @@
+"""Shared pieces of the benchmarks: timing, a command counter, and a tree populator."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from blake3 import blake3
+
+from ..config import Config
+from ..models import ReplicateConfig, Segment
+from ..service import MasterService
+
+CLIENT = "bench-client"
+
+
+def block_hash(i: int, salt: str = "") -> str:
+    return blake3(f"{salt}{i}".encode()).hexdigest()
+
+
+def keys_of(block: str, key_format: str, tp: int) -> list[str]:
+    if key_format == "mla":
+        return [block]
+    return [f"{block}_{r}_{kv}" for r in range(tp) for kv in ("k", "v")]
+
+
+def pct(samples: list[float], q: float) -> float:
+    if not samples:
+        return float("nan")
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def summary_ms(samples: list[float]) -> dict[str, float]:
+    return {
+        "n": len(samples),
+        "p50_ms": pct(samples, 0.50) * 1000,
+        "p99_ms": pct(samples, 0.99) * 1000,
+        "mean_ms": statistics.fmean(samples) * 1000 if samples else float("nan"),
+    }
+
+
+async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
+    t0 = time.perf_counter()
+    await fn()
+    return time.perf_counter() - t0
+
+
+class CommandCounter:
+    """Counts commands sent and sequential waves (what a caller waits for) on one service."""
+
+    def __init__(self, svc: MasterService) -> None:
+        self.commands = 0
+        self.waves = 0
+        self._in_flight = 0
+        client = svc.backend.client
+        original = client.execute_command
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            if self._in_flight == 0:
+                self.waves += 1
+            self._in_flight += 1
+            self.commands += 1
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                self._in_flight -= 1
+
+        client.execute_command = counted
+
+    async def measure(self, fn: Callable[[], Awaitable[Any]]) -> tuple[int, int]:
+        self.commands = self.waves = 0
+        await fn()
+        return self.commands, self.waves
+
+
+async def fresh_service(url: str, **config: Any) -> MasterService:
+    ns = "bench" + uuid.uuid4().hex[:8]
+    cfg = Config(namespace=ns, redis_url=url, **config)
+    return await MasterService.from_url(url, cfg)
+
+
+async def mount(svc: MasterService, total_bytes: int, segments: int = 1) -> None:
+    per = max(1, total_bytes // segments)
+    for i in range(segments):
+        seg = Segment(f"bench-seg-{i}", f"bench-seg-{i}", (i + 1) << 44, per)
+        await svc.mount_segment(seg, CLIENT)
+
+
+async def populate(
+    svc: MasterService,
+    blocks: int,
+    *,
+    key_format: str = "mla",
+    tp: int = 1,
+    chain: int = 64,
+    value_size: int = 4096,
+    batch: int = 128,
+    salt: str = "",
+    progress: Callable[[int], None] | None = None,
+) -> list[str]:
+    """Stores ``blocks`` blocks as chains of ``chain`` blocks (each with its parent), in
+    batch-128 put_start/put_end calls. Returns the block hashes."""
+    hashes = [block_hash(i, salt) for i in range(blocks)]
+    pending_keys: list[str] = []
+    pending_cfg: list[ReplicateConfig] = []
+
+    async def flush() -> None:
+        if not pending_keys:
+            return
+        res = await svc.batch_put_start(
+            CLIENT, list(pending_keys), [[value_size]] * len(pending_keys), list(pending_cfg)
+        )
+        ok = [k for k, r in zip(pending_keys, res) if not isinstance(r, Exception)]
+        await svc.batch_put_end(CLIENT, ok)
+        if progress:
+            progress(len(pending_keys))
+        pending_keys.clear()
+        pending_cfg.clear()
+
+    for i, blk in enumerate(hashes):
+        parent = hashes[i - 1] if i % chain else ""
+        for key in keys_of(blk, key_format, tp):
+            pending_keys.append(key)
+            pending_cfg.append(ReplicateConfig(parent_block_hash=parent))
+            if len(pending_keys) >= batch:
+                await flush()
+    await flush()
+    return hashes
+
+
+async def drop_namespace(svc: MasterService) -> None:
+    """Deletes every key of the service's namespace (benchmarks clean up after themselves)."""
+    pattern = "{" + svc.config.namespace + ":*"
+    client = svc.backend.client
+    if svc.backend.cluster:
+        for node in client.get_primaries():
+            conn = client.get_redis_connection(node)
+            async for key in conn.scan_iter(match=pattern, count=2000):
+                await conn.unlink(key)
+    else:
+        batch: list[Any] = []
+        async for key in client.scan_iter(match=pattern, count=2000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                await client.unlink(*batch)
+                batch.clear()
+        if batch:
+            await client.unlink(*batch)

@@ -1,0 +1,54 @@
+"""Prefix query: get_keys_by_prefix against the SCAN a user needs without the index."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .common import drop_namespace, fresh_service, mount, populate, summary_ms, timed
+
+
+async def scan_for_prefix(svc: Any, prefix: str) -> list[bytes]:
+    """Without the index: SCAN the whole namespace for the prefix's object keys."""
+    client = svc.backend.client
+    pattern = "{" + svc.config.namespace + ":*}:o:" + prefix + "*"
+    found: list[bytes] = []
+    if svc.backend.cluster:
+        for node in client.get_primaries():
+            conn = client.get_redis_connection(node)
+            found.extend([k async for k in conn.scan_iter(match=pattern, count=1000)])
+    else:
+        found.extend([k async for k in client.scan_iter(match=pattern, count=1000)])
+    return found
+
+
+async def bench_prefix(
+    url: str, sizes: tuple[int, ...], queries: int = 2000, scan_queries: int = 5
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    rng = random.Random(7)
+    for n in sizes:
+        svc = await fresh_service(url, enable_radix_tree=True, num_shards=64)
+        try:
+            await mount(svc, n * 4096 * 2)
+            hashes = await populate(svc, n, salt=f"p{n}")
+            probe = [rng.choice(hashes) for _ in range(queries)]
+            for hsh in probe[:50]:  # warm the connection pool and script cache
+                await svc.get_keys_by_prefix(hsh)
+            index = [await timed(lambda hsh=hsh: svc.get_keys_by_prefix(hsh)) for hsh in probe]
+            node = await svc.get_keys_by_prefix(probe[0])
+            scan_found = await scan_for_prefix(svc, probe[0])
+            assert len(scan_found) == len(node.keys), "SCAN and the index disagree"
+            scan = [
+                await timed(lambda hsh=hsh: scan_for_prefix(svc, hsh))
+                for hsh in probe[:scan_queries]
+            ]
+            out[str(n)] = {"index": summary_ms(index), "scan": summary_ms(scan)}
+        finally:
+            await drop_namespace(svc)
+            await svc.aclose()
+    if len(sizes) >= 2:
+        small, large = out[str(sizes[0])], out[str(sizes[-1])]
+        out["p50_ratio_large_vs_small"] = large["index"]["p50_ms"] / small["index"]["p50_ms"]
+        out["scan_vs_index_p50_at_largest"] = large["scan"]["p50_ms"] / large["index"]["p50_ms"]
+    return out
