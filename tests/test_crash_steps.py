@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
