@@ -1,0 +1,53 @@
+#!lua flags=allow-cross-slot-keys,allow-oom
+-- evict_keys: write step of the traditional BatchEvict: evicts the named objects, each after
+-- re-checking that it may be evicted now (exists, lease expired, not hard pinned, every replica
+-- COMPLETE, soft pin only when allowed, and with no_tree = 1 not registered in the radix index).
+-- An evicted object is erased: buffer frees to the shard outbox, unregistered from the radix
+-- index (with radix eviction disabled there is no tree to protect).
+-- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1), no_tree (0/1); then group count,
+--       then per group: anchor, shard index, n, then n keys.
+-- Returns: {1, {per key: {status, bytes}}, {continuation...}, {{shard, outbox entry}...}, now},
+--          or {0} when fenced; status 'ok' or why not ('absent', 'hard', 'lease', 'busy',
+--          'soft', 'tree').
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+--!include store.lua
+--!include evict.lua
+
+local epoch, expires, allow_soft, no_tree = argn(), argn(), argn(), argn()
+local now = now_ms()
+local groups = evict_groups(1)
+if not evict_fence(groups, epoch, expires, now) then
+  return { 0 }
+end
+local out, conts, frees = {}, {}, {}
+for _, g in ipairs(groups) do
+  local tag = g.tag
+  for _, it in ipairs(g.items) do
+    local key = it[1]
+    local st, b, soft = evict_object_state(tag, key, now)
+    if st == 'ok' and soft and allow_soft ~= 1 then
+      st = 'soft'
+    end
+    if st == 'ok' and no_tree == 1 then
+      local f = redis.call('HMGET', K.obj(tag, key), 'rad', 'pfx')
+      if f[1] == '1' or (f[2] and redis.call('SISMEMBER', K.node_keys(tag, f[2]), key) == 1) then
+        st = 'tree'
+      end
+    end
+    if st == 'ok' then
+      store_erase(tag, g.shard, key, conts, frees, nil)
+      redis.call('HINCRBY', K.stats(tag), 'evicted_keys', 1)
+      redis.call('HINCRBY', K.stats(tag), 'evicted_bytes', b)
+      table.insert(out, { 'ok', b })
+    else
+      table.insert(out, { st, 0 })
+    end
+  end
+end
+return { 1, out, conts, frees, now }

@@ -1,0 +1,51 @@
+#!lua flags=allow-oom
+-- evictor_lease: the evictor lease (one evictor and janitor among all workers) with a fencing
+-- epoch. A holder renews before expiry; anyone may take over once the lease expired (Redis time),
+-- which raises the epoch. The epoch never goes down (release keeps it), so shard fences stay valid.
+-- KEYS: [1] <global tag>:evictor (HASH holder, epoch, expires_ms), [2] <global tag>:evict_needed
+--       (STRING, the durable "an allocation failed" flag; same tag).
+-- ARGV: op, holder id, ttl ms, epoch (release/clear), flag value (clear).
+--   op 'acquire': take or renew the lease; 'release': give it up (holder and epoch must match);
+--   'read': state only; 'clear': delete the flag if it still has the value read earlier and the
+--   caller holds the lease with that epoch.
+-- Returns: {granted 0/1, epoch, expires ms, holder, now ms, flag value or ''}.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+
+local op, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local now = now_ms()
+local f = redis.call('HMGET', KEYS[1], 'holder', 'epoch', 'expires_ms')
+local holder, epoch, expires = f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0
+local live = holder ~= '' and expires > now
+local granted = 0
+if op == 'acquire' then
+  if live and holder == me then
+    expires = now + ttl
+    granted = 1
+  elseif not live then
+    epoch = epoch + 1
+    holder, expires = me, now + ttl
+    granted = 1
+  end
+  if granted == 1 then
+    redis.call('HSET', KEYS[1], 'holder', holder, 'epoch', epoch, 'expires_ms', expires,
+      'acquired_ms', now)
+  end
+elseif op == 'release' then
+  if holder == me and epoch == tonumber(ARGV[4]) then
+    redis.call('HSET', KEYS[1], 'holder', '', 'expires_ms', 0)
+    holder, expires, granted = '', 0, 1
+  end
+elseif op == 'clear' then
+  if live and holder == me and epoch == tonumber(ARGV[4]) then
+    local v = redis.call('GET', KEYS[2])
+    if v and v == ARGV[5] then
+      redis.call('DEL', KEYS[2])
+      granted = 1
+    end
+  end
+end
+local flag = redis.call('GET', KEYS[2]) or ''
+return { granted, epoch, expires, holder, now, flag }

@@ -1,0 +1,150 @@
+-- Eviction helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
+-- radix.lua, store.lua (included before this file).
+--
+-- Fencing: the evictor lease lives in the global tag, which a shard script cannot read on a
+-- cluster. So every writing eviction script gets (epoch, lease expiry ms) in ARGV and refuses
+-- when the lease is over by Redis time or when the shard has already seen a newer epoch (field
+-- 'fence' of the shard's stats HASH, raised to the highest epoch that wrote there). A paused
+-- former leader is refused by both.
+
+-- Parses the groups of a batch script into a table first, so that the fence of every shard of
+-- the call is checked before anything is written. Per group: tag, shard, item count, items
+-- (each item = `width` ARGV values).
+local function evict_groups(width)
+  local out = {}
+  local groups = argn()
+  for g = 1, groups do
+    local anchor = arg()
+    local shard = argn()
+    local n = argn()
+    local items = {}
+    for i = 1, n do
+      local it = {}
+      for j = 1, width do
+        it[j] = arg()
+      end
+      items[i] = it
+    end
+    out[g] = { tag = K.tag(anchor), shard = shard, items = items }
+  end
+  return out
+end
+
+-- True when every shard of groups accepts epoch; raises the shards' fences to epoch.
+local function evict_fence(groups, epoch, expires, now)
+  if now >= expires then
+    return false
+  end
+  for _, g in ipairs(groups) do
+    local f = tonumber(redis.call('HGET', K.stats(g.tag), 'fence')) or 0
+    if epoch < f then
+      return false
+    end
+  end
+  for _, g in ipairs(groups) do
+    local f = tonumber(redis.call('HGET', K.stats(g.tag), 'fence')) or 0
+    if epoch > f then
+      redis.call('HSET', K.stats(g.tag), 'fence', epoch)
+    end
+  end
+  return true
+end
+
+-- Freed bytes of a replica list (sum of buffer lengths).
+local function evict_rep_bytes(reps)
+  local b = 0
+  for _, rep in ipairs(reps) do
+    b = b + (tonumber(rep.len) or 0)
+  end
+  return b
+end
+
+-- Whether object key may be evicted now. Returns status, bytes, soft:
+-- 'ok' | 'absent' (not stored) | 'hard' (hard pinned) | 'lease' (lease not expired) |
+-- 'busy' (a replica not COMPLETE); soft = soft pin active.
+local function evict_object_state(tag, key, now)
+  local f = redis.call('HMGET', K.obj(tag, key), 'pid', 'r', 'l', 'sp', 'hp')
+  if not f[1] then
+    return 'absent', 0, false
+  end
+  if f[5] == '1' then
+    return 'hard', 0, false
+  end
+  if (tonumber(f[3]) or 0) > now then
+    return 'lease', 0, false
+  end
+  local reps = store_replicas(f[2])
+  if not store_all_complete(reps) then
+    return 'busy', 0, false
+  end
+  local soft = f[4] ~= false and (tonumber(f[4]) or 0) > now
+  return 'ok', evict_rep_bytes(reps), soft
+end
+
+-- Whether leaf h may be evicted now (all its keys together). Returns status, bytes, objects,
+-- soft: status 'ok', 'gone' (no node / no keys), 'inner' (has children), or the first blocking
+-- object status ('hard', 'lease', 'busy'). Keys registered but not stored do not block.
+local function evict_leaf_state(tag, h, now)
+  if redis.call('ZCARD', K.node_children(tag, h)) > 0 then
+    return 'inner', 0, 0, false
+  end
+  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  if #keys == 0 then
+    return 'gone', 0, 0, false
+  end
+  local bytes, objs, soft = 0, 0, false
+  for _, key in ipairs(keys) do
+    local st, b, sp = evict_object_state(tag, key, now)
+    if st == 'ok' then
+      bytes = bytes + b
+      objs = objs + 1
+      soft = soft or sp
+    elseif st ~= 'absent' then
+      return st, 0, 0, false
+    end
+  end
+  return 'ok', bytes, objs, soft
+end
+
+-- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent, parent shard}.
+local function evict_leaf_row(tag, h, bytes, objs, soft)
+  local f = redis.call('HMGET', K.node(tag, h), 's', 'h', 'p', 'ps')
+  return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1' }
+end
+
+-- Evicts leaf h: erases every stored key (frees to the outbox, unregistered from the radix
+-- index) and unregisters the keys registered but not stored; the node then collapses and its
+-- parent becomes a leaf (same shard) or a continuation comes back (other shard).
+-- Returns the erased object keys, the count of keys removed from the index, bytes freed.
+local function evict_leaf(tag, shard, h, conts, frees)
+  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local erased, bytes = {}, 0
+  for _, key in ipairs(keys) do
+    local r = redis.call('HGET', K.obj(tag, key), 'r')
+    if r then
+      bytes = bytes + evict_rep_bytes(store_replicas(r))
+      store_erase(tag, shard, key, conts, frees, nil)
+      table.insert(erased, key)
+    end
+    radix_remove_key(tag, shard, h, key, conts)
+  end
+  return erased, #keys, bytes
+end
+
+-- Index of the first ZSET element after the cursor (score cs, member cm) in (score, member)
+-- order, also when the cursor member has left the set meanwhile. Elements with score cs and a
+-- member <= cm may still follow the returned index: callers skip them (evict_after_cursor).
+local function evict_cursor_start(zkey, csn, cm)
+  if not csn then
+    return 0
+  end
+  local r = redis.call('ZRANK', zkey, cm)
+  if r then
+    return r + 1
+  end
+  return redis.call('ZCOUNT', zkey, '-inf', '(' .. string.format('%.17g', csn))
+end
+
+local function evict_after_cursor(s, m, csn, cm)
+  return not (csn and s == csn and m <= cm)
+end

@@ -1,0 +1,251 @@
+"""EvictionMixin: the eviction RPCs of MasterService (evict_once, usage, the coordinator)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from ..store import StoreMixin
+from .batch_evict import BatchEvictor, ratios
+from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
+from .metrics import EvictionMetrics, EvictionResult
+from .policy import LeafPolicy, get_policy
+from .radix_evict import RadixEvictor
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Allocated bytes and capacity over mounted segments."""
+
+    allocated: int
+    capacity: int
+
+    @property
+    def ratio(self) -> float:
+        return self.allocated / self.capacity if self.capacity else 0.0
+
+
+class Goal:
+    """When a pass may stop: the used ratio back at or below ``ratio`` (re-read between rounds)
+    with at least ``min_free`` bytes freed; or, for ``max_objects``, that many objects evicted."""
+
+    def __init__(
+        self,
+        svc: EvictionMixin,
+        result: EvictionResult,
+        usage: Usage,
+        ratio: float,
+        min_free: int = 0,
+        max_objects: int | None = None,
+    ) -> None:
+        self.svc = svc
+        self.result = result
+        self.usage = usage
+        self.ratio = ratio
+        self.min_free = min_free
+        self.max_objects = max_objects
+
+    @property
+    def used(self) -> float:
+        return self.usage.ratio
+
+    async def refresh(self) -> None:
+        self.usage = await self.svc.usage()
+
+    def need(self) -> tuple[int, int]:
+        """(bytes, objects) still to evict."""
+        if self.max_objects is not None:
+            return 0, max(0, self.max_objects - self.result.evicted_objects)
+        over = self.usage.allocated - int(self.ratio * self.usage.capacity)
+        return max(over, self.min_free - self.result.bytes, 0), 0
+
+    def satisfied(self) -> bool:
+        b, o = self.need()
+        return b <= 0 and o <= 0
+
+
+class EvictionMixin(StoreMixin):
+    """Eviction for MasterService: radix-aware leaf-first eviction when ``enable_radix_tree``,
+    Mooncake's BatchEvict otherwise, one evictor at a time (lease with a fencing epoch)."""
+
+    _eviction_metrics: EvictionMetrics | None = None
+    _evictor_lease: EvictorLease | None = None
+    _eviction_lock: asyncio.Lock | None = None
+    _coordinator: EvictionCoordinator | None = None
+    _on_demand: int = 0  # evict_once calls in progress (the lease is released after the last)
+
+    # -- shared state (lazily built: ServiceBase.__init__ is not ours) ----------------------
+    @property
+    def eviction_metrics(self) -> EvictionMetrics:
+        if self._eviction_metrics is None:
+            self._eviction_metrics = EvictionMetrics()
+        return self._eviction_metrics
+
+    @property
+    def evictor_lease(self) -> EvictorLease:
+        """This service's lease handle (one holder id per service object)."""
+        if self._evictor_lease is None:
+            self._evictor_lease = EvictorLease(self)
+        return self._evictor_lease
+
+    def eviction_coordinator(
+        self, *, check_interval_ms: int = 20, janitor: bool = True
+    ) -> EvictionCoordinator:
+        """The background evictor/janitor loop (``start()`` / ``await stop()``)."""
+        if self._coordinator is None:
+            self._coordinator = EvictionCoordinator(
+                self, check_interval_ms=check_interval_ms, janitor=janitor
+            )
+        return self._coordinator
+
+    @property
+    def eviction_policy(self) -> LeafPolicy:
+        return get_policy(self.config.eviction_policy, self.config)
+
+    # -- the used ratio -----------------------------------------------------------------------
+    async def usage(self) -> Usage:
+        stats = [s for s in await self.segment_stats() if s.mounted]
+        return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats))
+
+    # -- on demand ----------------------------------------------------------------------------
+    async def evict_once(
+        self,
+        *,
+        force: bool = False,
+        max_objects: int | None = None,
+        target_ratio: float | None = None,
+        wait: bool = True,
+    ) -> EvictionResult:
+        """One full eviction pass now, as the evictor would run it; returns what it evicted.
+
+        Runs when the used ratio exceeds ``eviction_high_watermark_ratio`` or an allocation
+        failed (the durable flag), or always with ``force`` (then as after a failed
+        allocation: down to the watermark minus ``eviction_ratio``, freeing at least
+        ``eviction_ratio`` of the capacity). ``max_objects``: evict that many objects (whole
+        leaves, so possibly a few more) regardless of the watermark (benchmarks). ``target_
+        ratio``: stop at that used ratio instead. Takes the evictor lease first (waiting up to
+        one lease ttl when ``wait``); when another live evictor holds it, nothing is evicted
+        and ``reason`` is "lease_held"."""
+        lease = self.evictor_lease
+        deadline = time.monotonic() + (lease.ttl_ms / 1000.0 + 0.5 if wait else 0.0)
+        while not await lease.acquire():
+            if time.monotonic() >= deadline:
+                st = await lease.read()
+                return EvictionResult(reason="lease_held", holder=st.holder, epoch=st.epoch)
+            await asyncio.sleep(min(0.05, lease.ttl_ms / 10000.0))
+        self._on_demand += 1
+        try:
+            return await self.run_eviction_pass(
+                lease, force=force, max_objects=max_objects, target_ratio=target_ratio
+            )
+        finally:
+            self._on_demand -= 1
+            coordinated = self._coordinator is not None and self._coordinator._task is not None
+            if not coordinated and self._on_demand == 0:
+                await lease.release()
+
+    async def run_eviction_pass(
+        self,
+        lease: EvictorLease,
+        *,
+        force: bool = False,
+        max_objects: int | None = None,
+        target_ratio: float | None = None,
+    ) -> EvictionResult:
+        """One pass under ``lease`` (already acquired). Raises LeaseLost when fenced."""
+        if self._eviction_lock is None:
+            self._eviction_lock = asyncio.Lock()
+        async with self._eviction_lock:
+            return await self._pass(lease, force, max_objects, target_ratio)
+
+    async def _pass(
+        self,
+        lease: EvictorLease,
+        force: bool,
+        max_objects: int | None,
+        target_ratio: float | None,
+    ) -> EvictionResult:
+        cfg = self.config
+        t0 = time.perf_counter()
+        flag = lease.flag
+        usage = await self.usage()
+        hw, er = cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
+        result = EvictionResult(epoch=lease.epoch, used_before=usage.ratio)
+        if max_objects is not None:
+            result.reason = "max_objects"
+        elif force:
+            result.reason = "forced"
+        elif usage.ratio > hw:
+            result.reason = "watermark"
+        elif flag and er > 0:
+            result.reason = "alloc_failed"
+        else:
+            result.reason = "idle"
+            result.used_after = usage.ratio
+            return result
+        try:
+            if cfg.enable_radix_tree:
+                policy = self.eviction_policy
+                result.mode, result.policy = "radix", policy.describe()
+                min_free = (
+                    int(er * usage.capacity) if result.reason in ("forced", "alloc_failed") else 0
+                )
+                goal = Goal(
+                    self,
+                    result,
+                    usage,
+                    max(0.0, hw - er) if target_ratio is None else target_ratio,
+                    min_free,
+                    max_objects,
+                )
+                await RadixEvictor(self, lease, policy, result, goal).run()
+                result.used_after = goal.used
+            else:
+                result.mode, result.policy = "batch", "batch-evict"
+                await self._batch_pass(lease, result, usage, max_objects, target_ratio)
+                result.used_after = (await self.usage()).ratio
+            if flag and (result.evicted_objects > 0 or await self._no_objects()):
+                await lease.clear_flag(flag)
+        except LeaseLost:
+            result.seconds = time.perf_counter() - t0
+            self.eviction_metrics.record(result)
+            raise
+        result.seconds = time.perf_counter() - t0
+        self.eviction_metrics.record(result)
+        return result
+
+    async def _batch_pass(
+        self,
+        lease: EvictorLease,
+        result: EvictionResult,
+        usage: Usage,
+        max_objects: int | None,
+        target_ratio: float | None,
+    ) -> None:
+        cfg = self.config
+        if max_objects is not None or target_ratio is not None:
+            # Not Mooncake's trigger, but the same algorithm: ratios of the object count that
+            # give the wanted number of objects (max_objects) or the wanted used ratio.
+            total = await self._object_count()
+            if max_objects is not None:
+                frac = min(1.0, max_objects / total) if total else 0.0
+            else:
+                frac = max(0.0, usage.ratio - (target_ratio or 0.0))
+            target = lower = frac
+        else:
+            target, lower = ratios(
+                usage.ratio, cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
+            )
+        await BatchEvictor(self, lease, result).run(target, lower)
+
+    async def _object_count(self) -> int:
+        total = 0
+        for _, (_now, groups) in await self._run_groups(
+            "evict_counts", [(sh, []) for sh in range(self.keys.num_shards)]
+        ):
+            total += sum(int(g[0]) for g in groups)
+        return total
+
+    async def _no_objects(self) -> bool:
+        return await self._object_count() == 0
