@@ -6,11 +6,12 @@ from typing import Any
 
 from .backend import Backend
 from .config import Config
+from .eviction.mixin import EvictionMixin
 from .radix import RadixMixin
 from .store import StoreMixin
 
 
-class MasterService(StoreMixin, RadixMixin):
+class MasterService(EvictionMixin, StoreMixin, RadixMixin):
     """Stateless: every worker may build one over the same Redis; nothing lives only here."""
 
     @classmethod
