@@ -5,8 +5,10 @@
 -- (radix_register / put_start) with the generation returned here.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (parent hash, child hash).
--- Returns: array of link generations (integer, ms since epoch, strictly increasing per edge),
---          one per pair, in ARGV order.
+-- Returns: one {generation, parent stored} per pair, in ARGV order: the link generation
+--          (integer, ms since epoch, strictly increasing per edge) and 1 when the parent's block
+--          was completely stored when the edge was made (then it cannot be evicted while the
+--          edge stands: a put that sees 1 cannot create an orphan), else 0.
 -- Errors: none (inputs are validated by the caller).
 --!include keys.lua
 --!include errors.lua
@@ -18,7 +20,8 @@ local out = {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local parent, child = arg(), arg()
-    table.insert(out, radix_link_edge(tag, parent, child, now))
+    local stored = radix_block_stored(tag, parent)
+    table.insert(out, { radix_link_edge(tag, parent, child, now), stored })
   end
 end)
 return out

@@ -41,6 +41,10 @@ class Config:
     # that put a tag before the hash ("<tag>_<model>_<hash>_0_k"). None = RFC Design 4 only.
     key_hash_pattern: str | None = None
 
+    # With the radix index: refuse a put whose parent block is not completely stored (it would be
+    # an orphan) and roll back a block accepted only in part, so the store never holds orphans or
+    # partial blocks. Off = the RFC's plain Path A (a child may arrive before its parent).
+    radix_put_guard: bool = True
     # Radix index maintenance.
     dangling_edge_grace_ms: int = 60_000
     # Eviction scoring among leaves: "lru" (lease order, as Mooncake) or "lru-freq".

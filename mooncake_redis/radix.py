@@ -161,7 +161,10 @@ class RadixMixin(ServiceBase):
             valid.append((i, item))
         if not valid:
             return results
-        gens = await self.link_parents([(it.parent_prefix_hash, it.prefix_hash) for _, it in valid])
+        links = await self.link_parents(
+            [(it.parent_prefix_hash, it.prefix_hash) for _, it in valid]
+        )
+        gens = [gen for gen, _ in links]
         await self.checkpoint("register:linked")
         reg_items: list[ShardItem] = []
         for (_, it), gen in zip(valid, gens):
@@ -184,18 +187,19 @@ class RadixMixin(ServiceBase):
             await self.finish_unlinks(undo)
         return results
 
-    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[int]:
-        """Parent-side step for (parent, child) pairs; 0 for pairs without a parent."""
-        gens = [0] * len(pairs)
+    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, bool]]:
+        """Parent-side step for (parent, child) pairs: (link generation, whether the parent's
+        block was completely stored at that moment); (0, False) for pairs without a parent."""
+        out = [(0, False)] * len(pairs)
         todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
         if not todo:
-            return gens
+            return out
         replies = await self.run_sharded_items(
             "radix_link", [(self.keys.shard_of(p), [p, c]) for _, p, c in todo]
         )
-        for (i, _, _), gen in zip(todo, replies):
-            gens[i] = int(gen)
-        return gens
+        for (i, _, _), (gen, stored) in zip(todo, replies):
+            out[i] = (int(gen), bool(int(stored)))
+        return out
 
     # -- unregister (child-first) with cascade -----------------------------------------------
     async def unregister_radix_tree_keys(self, keys: Iterable[str]) -> int:

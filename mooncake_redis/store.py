@@ -88,6 +88,7 @@ class _Put:
     gen: int = 0
     maxsize: int = 0  # largest mounted segment seen while reserving
     adopted: bool = False  # failed, but its node already names the parent: keep the edge
+    parent_stored: bool = False  # the parent block was completely stored when linked
 
 
 @dataclass
@@ -395,20 +396,23 @@ class StoreMixin(RadixMixin):
         radix = self.config.enable_radix_tree
         linked = [p for p in puts if radix and p.cfg.parent_block_hash]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
-        _, gens = await asyncio.gather(
+        _, links = await asyncio.gather(
             self._reserve(puts),
             self.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
         )
-        for p, gen in zip(linked, gens):
-            p.gen = gen
+        for p, (gen, stored) in zip(linked, links):
+            p.gen, p.parent_stored = gen, stored
         await self.checkpoint("put_start:reserved")
         failed: list[_Put] = []
         empty = [p for p in puts if not p.reps]
-        if empty:
-            await self._explain_no_replica(empty, results)
+        guard = radix and self.config.radix_put_guard
+        orphans = self._orphan_puts(puts, linked) if guard else []
+        if empty or orphans:
+            await self._explain_no_replica(empty, results, orphans)
             failed.extend(empty)
+            failed.extend(orphans)
         # Step 2: commit in the object shards.
-        todo = [p for p in puts if p.reps]
+        todo = [p for p in puts if p.reps and p not in orphans]
         c = self.config
         head = [
             c.num_shards,
@@ -482,7 +486,52 @@ class StoreMixin(RadixMixin):
             self._free_reservations([p for p in failed if p.reps]),
             self.finish_unlinks([*conts, *undo]),
         )
+        if guard:
+            await self._roll_back_partial(client, puts, failed, results)
         return [r if r is not None else MooncakeError(ErrorCode.INTERNAL_ERROR) for r in results]
+
+    @staticmethod
+    def _orphan_puts(puts: Sequence[_Put], linked: Sequence[_Put]) -> list[_Put]:
+        """Puts whose parent block is neither completely stored nor part of this batch."""
+        in_batch = {p.prefix for p in puts}
+        return [
+            p for p in linked if not p.parent_stored and p.cfg.parent_block_hash not in in_batch
+        ]
+
+    async def _roll_back_partial(
+        self,
+        client: str,
+        puts: Sequence[_Put],
+        failed: Sequence[_Put],
+        results: list[Any],
+    ) -> None:
+        """Revokes what this batch committed for a block that it did not accept whole, and for
+        children of such blocks that had no other stored parent, until nothing changes."""
+        bad = {
+            p.prefix
+            for p in failed
+            if not (
+                isinstance(results[p.index], MooncakeError)
+                and results[p.index].code == ErrorCode.OBJECT_ALREADY_EXISTS
+            )
+        }
+        done = [p for p in puts if not isinstance(results[p.index], MooncakeError)]
+        while True:
+            undo = [
+                p
+                for p in done
+                if p.prefix in bad or (p.cfg.parent_block_hash in bad and not p.parent_stored)
+            ]
+            if not undo:
+                return
+            await self.batch_put_revoke(client, [p.key for p in undo])
+            for p in undo:
+                results[p.index] = MooncakeError(
+                    ErrorCode.NO_AVAILABLE_HANDLE,
+                    f"key {p.key}: rolled back, its block or its parent block was not stored whole",
+                )
+                bad.add(p.prefix)
+            done = [p for p in done if p not in undo]
 
     async def _reserve(self, puts: Sequence[_Put], retried: bool = False) -> None:
         """Allocates up to replica_num buffers per put, on distinct segments."""
@@ -575,24 +624,34 @@ class StoreMixin(RadixMixin):
                     )
                 p.maxsize = max(int(maxsize), p.maxsize)
 
-    async def _explain_no_replica(self, puts: list[_Put], results: list[Any]) -> None:
+    async def _explain_no_replica(
+        self, puts: list[_Put], results: list[Any], orphans: Sequence[_Put] = ()
+    ) -> None:
         """Puts that got no buffer: OBJECT_ALREADY_EXISTS if the key exists (Mooncake checks that
         first), INVALID_PARAMS if no segment could ever hold it, else NO_AVAILABLE_HANDLE with a
-        durable eviction request."""
+        durable eviction request. Orphan puts (refused by the radix put guard): OBJECT_NOT_FOUND
+        naming the parent block, unless the key exists."""
         radix = self.config.enable_radix_tree
+        every = [*puts, *orphans]
         replies = await self._run_items(
             "put_precheck",
             [
                 (p.shard, [p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen])
-                for p in puts
+                for p in every
             ],
             [self.config.put_start_discard_timeout_ms],
         )
         need_evict = False
-        for p, (hit, adopted) in zip(puts, replies):
+        for n, (p, (hit, adopted)) in enumerate(zip(every, replies)):
             p.adopted = bool(int(adopted))
             maxsize = p.maxsize
-            if int(hit):
+            if n >= len(puts) and not int(hit):
+                results[p.index] = MooncakeError(
+                    ErrorCode.OBJECT_NOT_FOUND,
+                    f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored;"
+                    " refusing an orphan (radix_put_guard)",
+                )
+            elif int(hit):
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_ALREADY_EXISTS, f"key {p.key}: object already exists"
                 )

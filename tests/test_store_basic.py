@@ -449,7 +449,7 @@ async def test_radix_flag_off_writes_no_radix_state(make_service: Any) -> None:
 
 
 async def test_radix_parent_conflict_is_refused(make_service: Any) -> None:
-    svc = await mounted(make_service, enable_radix_tree=True)
+    svc = await mounted(make_service, enable_radix_tree=True, radix_put_guard=False)
     a, b, c = h("a"), h("b"), h("c")
     await put(svc, f"{c}_0_k", parent_block_hash=a)
     with pytest.raises(MooncakeError) as e:
@@ -461,7 +461,7 @@ async def test_radix_parent_conflict_is_refused(make_service: Any) -> None:
 
 
 async def test_failed_put_keeps_an_existing_parent_edge(make_service: Any) -> None:
-    svc = await mounted(make_service, enable_radix_tree=True)
+    svc = await mounted(make_service, enable_radix_tree=True, radix_put_guard=False)
     a, b = h("a"), h("b")
     await put(svc, f"{b}_0_k", parent_block_hash=a)
     with pytest.raises(MooncakeError) as e:  # commit refuses: the edge existed before

@@ -44,6 +44,21 @@ local function radix_link_edge(tag, parent, child, now)
   return gen
 end
 
+-- Whether a node's block is completely stored: it has registered keys and every one of them
+-- is an object with all replicas COMPLETE (st = 'C'). Objects share the node's shard.
+local function radix_block_stored(tag, h)
+  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  if #keys == 0 then
+    return 0
+  end
+  for _, k in ipairs(keys) do
+    if redis.call('HGET', K.obj(tag, k), 'st') ~= 'C' then
+      return 0
+    end
+  end
+  return 1
+end
+
 -- Child-side step: record the parent (if known) and add keys. Returns code, message.
 local function radix_attach(tag, h, parent, pshard, gen, keys, now)
   local nkey = K.node(tag, h)

@@ -89,7 +89,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("bench", help="benchmarks: prefix query, throughput, memory, eviction")
+    p = subparsers.add_parser(
+        "bench", help="benchmarks: prefix query, throughput, memory, eviction"
+    )
     p.add_argument(
         "--redis-url",
         default=os.environ.get("MOONCAKE_REDIS_URL", "redis://127.0.0.1:6379"),

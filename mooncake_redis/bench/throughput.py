@@ -54,8 +54,11 @@ async def _ours(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, flo
         await svc.batch_exist_key([k + "-absent" for k, _ in b])
     absent_s = time.perf_counter() - t0
     n = len(batches) * BATCH
-    return {"put_keys_per_s": n / put_s, "exist_keys_per_s": n / exist_s,
-            "exist_absent_keys_per_s": n / absent_s}
+    return {
+        "put_keys_per_s": n / put_s,
+        "exist_keys_per_s": n / exist_s,
+        "exist_absent_keys_per_s": n / absent_s,
+    }
 
 
 async def _naive(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, float]:
@@ -153,8 +156,10 @@ async def bench_round_trips(url: str) -> dict[str, Any]:
         rows["get_replica_list"] = await cnt.measure(lambda: svc.get_replica_list(b1))
         rows["exist_key"] = await cnt.measure(lambda: svc.exist_key(b1))
         keys = [block_hash(i, "rtb") for i in range(BATCH)]
-        cfgs = [ReplicateConfig(parent_block_hash=block_hash(i - 1, "rtb") if i else "")
-                for i in range(BATCH)]
+        cfgs = [
+            ReplicateConfig(parent_block_hash=block_hash(i - 1, "rtb") if i else "")
+            for i in range(BATCH)
+        ]
         rows["batch_put_start x128"] = await cnt.measure(
             lambda: svc.batch_put_start(CLIENT, keys, [[4096]] * BATCH, cfgs)
         )
