@@ -22,7 +22,7 @@ from redis.exceptions import (
     ClusterDownError,
     MovedError,
     NoScriptError,
-    ResponseError,
+    OutOfMemoryError,
     TryAgainError,
 )
 
@@ -125,12 +125,21 @@ class Backend:
         if self.cluster:
             extra["target_nodes"] = node if node is not None else self.node_of(keys[0])
         try:
-            return await self.client.execute_command(
-                "EVALSHA", sha, len(keys), *keys, *args, **extra
-            )
-        except NoScriptError:
-            src = script.source(self._with_shebang)
-            return await self.client.execute_command("EVAL", src, len(keys), *keys, *args, **extra)
+            try:
+                return await self.client.execute_command(
+                    "EVALSHA", sha, len(keys), *keys, *args, **extra
+                )
+            except NoScriptError:
+                src = script.source(self._with_shebang)
+                return await self.client.execute_command(
+                    "EVAL", src, len(keys), *keys, *args, **extra
+                )
+        except OutOfMemoryError as exc:
+            # Redis refused a write script before running it (the shebang makes it check).
+            raise MooncakeError(
+                ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS,
+                f"Redis is out of memory (maxmemory reached); {name} refused: {exc}",
+            ) from exc
 
     async def load_scripts(self) -> None:
         """Preload every script (``/ready`` reports it); EVALSHA falls back anyway."""
