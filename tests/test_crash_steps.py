@@ -100,7 +100,10 @@ async def build(svc: MasterService) -> World:
     await put(svc, w.A, w.R, 1)
     await put(svc, w.B, w.A, 0)
     await put(svc, w.S, w.R, 1)
-    await put(svc, w.O2, w.O1, 1)
+    # O2 under a shell O1: the edge comes from Path B (a put under an unstored parent is
+    # refused by the radix put guard), the object from a put that names no parent.
+    await svc.register_radix_tree_node(w.O2, w.O1, [w.O2])
+    await put(svc, w.O2, "", 1)
     for i in range(4):
         await put(svc, f"plain-{i}", "", i % 2)
     await svc.put_start(CLIENT, w.P, [SIZE], ReplicateConfig(parent_block_hash=w.A))
