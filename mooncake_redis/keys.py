@@ -32,6 +32,7 @@ SHARD_SUFFIXES: dict[str, str] = {
     "seq": ":seq",  # STRING replica id counter
     "discarded": ":discarded",  # ZSET   stale-put buffer frees "seg|off|put id" -> release ms
     "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
+    "unlinks": ":unlinks",  # LIST   eviction's cross-shard unlink steps not yet done (cjson)
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
