@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..store import StoreMixin
 from .batch_evict import BatchEvictor, ratios
@@ -65,6 +68,10 @@ class Goal:
         return b <= 0 and o <= 0
 
 
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 class EvictionMixin(StoreMixin):
     """Eviction for MasterService: radix-aware leaf-first eviction when ``enable_radix_tree``,
     Mooncake's BatchEvict otherwise, one evictor at a time (lease with a fencing epoch)."""
@@ -102,6 +109,31 @@ class EvictionMixin(StoreMixin):
     @property
     def eviction_policy(self) -> LeafPolicy:
         return get_policy(self.config.eviction_policy, self.config)
+
+    # -- unfinished cascades of an evictor that died ----------------------------------------
+    async def ack_unlinks(self, journal: Sequence[tuple[int, str]]) -> None:
+        if journal:
+            await self._run_groups("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
+
+    async def resume_unlinks(self) -> int:
+        """Runs the journaled unlink steps left by an evictor that died between evicting a leaf
+        and unlinking it from its parent in another shard (idempotent). Returns steps run."""
+        items = [(sh, []) for sh in range(self.keys.num_shards)]
+        total = 0
+        for _ in range(64):
+            journal: list[tuple[int, str]] = []
+            for idx, reply in await self._run_groups(
+                "evict_unlinks_peek", items, [self.config.script_batch_size]
+            ):
+                for i, entries in zip(idx, reply):
+                    journal.extend((items[i][0], _s(e)) for e in entries)
+            if not journal:
+                break
+            conts: list[Any] = [json.loads(e) for _, e in journal]
+            await self.finish_unlinks(conts)
+            await self.ack_unlinks(journal)
+            total += len(journal)
+        return total
 
     # -- the used ratio -----------------------------------------------------------------------
     async def usage(self) -> Usage:
@@ -171,6 +203,11 @@ class EvictionMixin(StoreMixin):
         flag = lease.flag
         usage = await self.usage()
         hw, er = cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
+        if max_objects is not None or force or usage.ratio > hw or (flag and er > 0):
+            # What a previous evictor left half done: cascades, then frees (the used ratio).
+            await lease.ensure()
+            if await self.resume_unlinks() + await self.drain_outboxes():
+                usage = await self.usage()
         result = EvictionResult(epoch=lease.epoch, used_before=usage.ratio)
         if max_objects is not None:
             result.reason = "max_objects"

@@ -203,6 +203,7 @@ class RadixEvictor:
         )
         conts: list[Any] = []
         frees: list[tuple[int, str]] = []
+        journal: list[tuple[int, str]] = []
         parents: dict[str, int] = {}
         evicted: list[str] = []
         fenced = False
@@ -211,7 +212,8 @@ class RadixEvictor:
             if int(reply[0]) == 0:
                 fenced = True
                 continue
-            _, rows, cs, fs, _now = reply
+            _, rows, cs, fs, _now, js = reply
+            journal.extend((int(sh), _s(e)) for sh, e in js)
             for i, (status, erased, nkeys, nbytes, parent, pshard) in zip(idx, rows):
                 c = picked[i]
                 st = _s(status)
@@ -238,6 +240,7 @@ class RadixEvictor:
         self.result.round_leaves.append(evicted)
         await self.svc.checkpoint("evict:evicted")
         await self.svc.finish_unlinks(conts)
+        await self.svc.ack_unlinks(journal)
         await self.svc.apply_frees(frees)
         if fenced:
             self.svc.eviction_metrics.fenced += 1
