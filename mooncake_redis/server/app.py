@@ -1,0 +1,332 @@
+"""The worker's ASGI app: every RPC of :data:`~.schemas.RPCS` as ``POST /v1/<name>``, plus
+``/health``, ``/ready``, ``/metrics`` and the OpenAPI document (``/openapi.json``, ``/docs``).
+
+The worker keeps no state another worker needs: the service object holds a Redis connection
+pool and loaded scripts, the metrics are this process's own counters. Background tasks (the
+janitor tick, the cached fsck, the evictor with ``evictor="auto"``) coordinate through Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..backend import redact
+from ..config import Config
+from ..errors import ErrorCode, MooncakeError
+from ..service import MasterService
+from .metrics import CONTENT_TYPE, Metrics
+from .schemas import RPCS, ErrorResponse, Rpc, error_body, http_status
+
+log = logging.getLogger("mooncake_redis.server")
+
+OPEN_PATHS = frozenset({"/health"})  # everything else needs the token when one is set
+
+
+@dataclass
+class ServerSettings:
+    config: Config = field(default_factory=Config)
+    token: str | None = None
+    evictor: str = "off"  # "auto": run the evictor coordinator in this worker
+    janitor: bool = True  # tick the janitor (rate-limited across workers through Redis)
+    fsck_interval_s: float = 300.0  # cached background fsck for the metrics; 0 = off
+    metrics_refresh_s: float = 1.0
+
+    def __repr__(self) -> str:  # never print the token or the Redis password
+        return (
+            f"ServerSettings(redis_url={redact(self.config.redis_url)!r}, "
+            f"token={'set' if self.token else 'unset'}, evictor={self.evictor!r})"
+        )
+
+
+class JSONBody(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def error_response(exc: MooncakeError, status: int | None = None) -> JSONBody:
+    return JSONBody({"error": error_body(exc)}, status_code=status or http_status(exc.code))
+
+
+def exception_response(exc: Exception) -> JSONBody:
+    """Any failure of a library call as the error shape; internals never leak secrets."""
+    if isinstance(exc, MooncakeError):
+        return error_response(exc)
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+        err = MooncakeError(ErrorCode.RPC_FAIL, f"Redis unavailable: {type(exc).__name__}")
+        return error_response(err, 503)
+    if isinstance(exc, RedisError):
+        if "OOM" in str(exc):
+            err = MooncakeError(ErrorCode.NO_AVAILABLE_HANDLE, "Redis is out of memory")
+            return error_response(err, 507)
+        log.error("Redis error: %s", type(exc).__name__)
+        return error_response(MooncakeError(ErrorCode.INTERNAL_ERROR, "Redis error"), 500)
+    log.exception("internal error")
+    return error_response(MooncakeError(ErrorCode.INTERNAL_ERROR, type(exc).__name__), 500)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+class BearerAuth:
+    """Pure ASGI middleware: every HTTP path but /health needs ``Authorization: Bearer``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        got = b""
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                got = value
+                break
+        if not hmac.compare_digest(got, self.expected):
+            exc = MooncakeError(ErrorCode.ILLEGAL_CLIENT, "missing or wrong bearer token")
+            resp = error_response(exc, 401)
+            resp.headers["WWW-Authenticate"] = "Bearer"
+            await resp(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class Worker:
+    """What one app holds: settings, the service (after startup), metrics, background tasks."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.service: MasterService | None = None
+        self.rpcs = [rpc for rpc in RPCS.values() if hasattr(MasterService, rpc.name)]
+        self.metrics = Metrics(self.rpcs)
+        self.scripts_loaded = False
+        self.tasks: list[asyncio.Task[None]] = []
+        self.evictor: Any = None
+        self.stopping = False
+        self._stop = asyncio.Event()
+
+    def svc(self) -> MasterService:
+        if self.service is None:
+            raise MooncakeError(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS, "worker is starting")
+        return self.service
+
+    async def start(self) -> None:
+        cfg = self.settings.config
+        log.info("connecting to %s", redact(cfg.redis_url))
+        self.service = await MasterService.from_url(cfg.redis_url, cfg)
+        try:
+            await self.service.backend.load_scripts()
+            self.scripts_loaded = True
+        except RedisError as exc:
+            log.warning("script preload failed (%s); EVALSHA falls back", type(exc).__name__)
+        self.metrics.attach(self.service, self.settings.metrics_refresh_s)
+        # The evictor coordinator runs the janitor while it holds the lease; a worker without
+        # one ticks it itself (rate-limited across workers through Redis).
+        evicting = self.settings.evictor == "auto"
+        if self.settings.janitor and not evicting and hasattr(self.service, "run_janitor_once"):
+            self._spawn("janitor", self._janitor_loop)
+        if self.settings.fsck_interval_s > 0:
+            self._spawn("fsck", self._fsck_loop)
+        if self.settings.evictor == "auto":
+            self._start_evictor()
+
+    def _spawn(self, name: str, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self.tasks.append(asyncio.create_task(fn(), name=f"mooncake-{name}"))
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleeps; False once the worker is stopping."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        return not self._stop.is_set()
+
+    async def _janitor_loop(self) -> None:
+        svc = self.svc()
+        interval = max(svc.config.janitor_interval_ms / 1000.0, 0.05)
+        while await self._pause(interval):
+            try:
+                await svc.run_janitor_once()
+            except Exception as exc:
+                log.warning("janitor tick failed: %s", type(exc).__name__)
+
+    async def _fsck_loop(self) -> None:
+        store = self.metrics.store
+        assert store is not None
+        while await self._pause(
+            min(self.settings.fsck_interval_s, 2.0)
+            if not store.fsck_runs
+            else self.settings.fsck_interval_s
+        ):
+            try:
+                await store.run_fsck()
+            except Exception as exc:
+                log.warning("background fsck failed: %s", type(exc).__name__)
+
+    def _start_evictor(self) -> None:
+        svc = self.svc()
+        if not hasattr(svc, "eviction_coordinator"):
+            log.warning("--evictor auto: this build has no eviction coordinator; not evicting")
+            return
+        self.metrics.watch_eviction(svc.eviction_metrics)
+        self.evictor = svc.eviction_coordinator()
+        self.evictor.start()
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self.evictor is not None:
+            with contextlib.suppress(Exception):
+                await self.evictor.stop()
+        self._stop.set()
+        if self.tasks:
+            _, pending = await asyncio.wait(self.tasks, timeout=5.0)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
+        self.tasks.clear()
+        if self.service is not None:
+            await self.service.aclose()
+            self.service = None
+
+    async def ready(self) -> tuple[bool, dict[str, Any]]:
+        info: dict[str, Any] = {"redis": False, "scripts": self.scripts_loaded}
+        if self.service is None or self.stopping:
+            info["status"] = "stopping" if self.stopping else "starting"
+            return False, info
+        try:
+            await self.service.backend.time_ms()
+            info["redis"] = True
+            if not self.scripts_loaded:
+                await self.service.backend.load_scripts()
+                self.scripts_loaded = info["scripts"] = True
+        except (RedisError, OSError) as exc:
+            info["detail"] = type(exc).__name__
+        ok = bool(info["redis"] and info["scripts"])
+        info["status"] = "ready" if ok else "not ready"
+        return ok, info
+
+
+def _endpoint(worker: Worker, rpc: Rpc) -> Callable[..., Awaitable[Response]]:
+    observe = worker.metrics.rpc.observe
+    method_name = rpc.name
+
+    async def endpoint(body: Any) -> Response:
+        start = time.perf_counter()
+        try:
+            result = await getattr(worker.svc(), method_name)(**body.to_kwargs())
+        except Exception as exc:
+            observe(method_name, time.perf_counter() - start, True)
+            return exception_response(exc)
+        payload = rpc.encode(result)
+        if rpc.batch:
+            n = len(result)
+            bad = sum(1 for r in result if isinstance(r, MooncakeError))
+            observe(method_name, time.perf_counter() - start, False, n, bad)
+        else:
+            observe(method_name, time.perf_counter() - start, False)
+        return JSONBody(payload)
+
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=rpc.request)]
+    )
+    endpoint.__name__ = rpc.name
+    return endpoint
+
+
+def create_app(settings: ServerSettings | None = None) -> FastAPI:
+    settings = settings or ServerSettings()
+    worker = Worker(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await worker.start()
+        try:
+            yield
+        finally:
+            await worker.stop()
+
+    app = FastAPI(
+        title="mooncake-redis master worker",
+        version="1",
+        description=(
+            "Mooncake Store master RPCs and the radix-tree index over HTTP/JSON. Errors answer "
+            '{"error": {"code", "name", "message"}} with Mooncake error codes.'
+        ),
+        lifespan=lifespan,
+    )
+    app.state.worker = worker
+    errors: dict[int | str, dict[str, Any]] = {
+        400: {"model": ErrorResponse, "description": "INVALID_PARAMS and other caller errors"},
+        401: {"model": ErrorResponse, "description": "missing or wrong bearer token"},
+        404: {"model": ErrorResponse, "description": "OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND"},
+        409: {"model": ErrorResponse, "description": "OBJECT_ALREADY_EXISTS, OBJECT_HAS_LEASE"},
+        503: {"model": ErrorResponse, "description": "Redis unreachable (RPC_FAIL)"},
+    }
+    for rpc in worker.rpcs:
+        app.add_api_route(
+            rpc.path,
+            _endpoint(worker, rpc),
+            methods=["POST"],
+            response_model=rpc.response_model,
+            responses=errors,
+            summary=rpc.summary or rpc.name,
+            tags=["batch" if rpc.batch else "rpc"],
+            operation_id=rpc.name,
+        )
+
+    @app.exception_handler(MooncakeError)
+    async def on_mooncake(_: Request, exc: MooncakeError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(_: Request, exc: RequestValidationError) -> Response:
+        return error_response(MooncakeError(ErrorCode.INVALID_PARAMS, _validation_message(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(
+            MooncakeError(ErrorCode.INVALID_PARAMS, str(exc.detail)), exc.status_code
+        )
+
+    @app.get("/health", tags=["ops"], summary="Liveness: the process answers.")
+    async def health() -> Response:
+        return JSONBody({"status": "ok"})
+
+    @app.get("/ready", tags=["ops"], summary="Readiness: Redis reachable, scripts loaded.")
+    async def ready() -> Response:
+        ok, info = await worker.ready()
+        return JSONBody(info, status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics.")
+    async def metrics() -> Response:
+        return Response(await worker.metrics.render(), media_type=CONTENT_TYPE)
+
+    if settings.token:
+        app.add_middleware(BearerAuth, token=settings.token)
+    return app

@@ -1,0 +1,103 @@
+"""``mooncake-redis serve``: one stateless master worker (uvicorn, one process)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from ..backend import redact
+from ..errors import MooncakeError
+from .cliopts import add_config_args, config_from_args, env
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run a master worker (HTTP API, /metrics)",
+        description="Run one stateless master worker. Start several against one Redis.",
+    )
+    add_config_args(p)
+    p.add_argument(
+        "--host",
+        default=env("host", "127.0.0.1"),
+        help="bind address (env MOONCAKE_REDIS_HOST; loopback unless told otherwise)",
+    )
+    p.add_argument(
+        "--port", type=int, default=int(env("port", 50051)), help="env MOONCAKE_REDIS_PORT"
+    )
+    p.add_argument(
+        "--token",
+        default=env("token"),
+        help="bearer token every endpoint but /health requires (env MOONCAKE_REDIS_TOKEN)",
+    )
+    p.add_argument(
+        "--evictor",
+        choices=("auto", "off"),
+        default=env("evictor", "auto"),
+        help="auto: take part in the evictor lease in this worker (env MOONCAKE_REDIS_EVICTOR)",
+    )
+    p.add_argument(
+        "--fsck-interval",
+        type=float,
+        default=float(env("fsck_interval", 300.0)),
+        help="seconds between cached background fsck runs for /metrics; 0 = off "
+        "(env MOONCAKE_REDIS_FSCK_INTERVAL)",
+    )
+    p.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=float(env("graceful_timeout", 30.0)),
+        help="seconds to finish in-flight requests on SIGTERM "
+        "(env MOONCAKE_REDIS_GRACEFUL_TIMEOUT)",
+    )
+    p.add_argument(
+        "--log-level", default=env("log_level", "info"), help="env MOONCAKE_REDIS_LOG_LEVEL"
+    )
+    p.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import ServerSettings, create_app
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    log = logging.getLogger("mooncake_redis.server")
+    try:
+        config = config_from_args(args)
+    except MooncakeError as exc:
+        print(f"serve: {exc}", file=sys.stderr)
+        return 2
+    if args.host not in LOOPBACK and not args.token:
+        log.warning("binding %s without --token: anyone who reaches it can use the API", args.host)
+    settings = ServerSettings(
+        config=config,
+        token=args.token or None,
+        evictor=args.evictor,
+        fsck_interval_s=args.fsck_interval,
+    )
+    log.info(
+        "serving %s on http://%s:%d (radix %s, evictor %s)",
+        redact(config.redis_url),
+        args.host,
+        args.port,
+        "on" if config.enable_radix_tree else "off",
+        args.evictor,
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level.lower(),
+        access_log=False,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=args.graceful_timeout,
+        lifespan="on",
+    )
+    return 0
