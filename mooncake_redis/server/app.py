@@ -225,7 +225,7 @@ class Worker:
             if not self.scripts_loaded:
                 await self.service.backend.load_scripts()
                 self.scripts_loaded = info["scripts"] = True
-        except (RedisError, OSError) as exc:
+        except Exception as exc:
             info["detail"] = type(exc).__name__
         ok = bool(info["redis"] and info["scripts"])
         info["status"] = "ready" if ok else "not ready"

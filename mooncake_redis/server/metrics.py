@@ -175,17 +175,15 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, Any] = {}
+        for fld, (name, doc, kind) in SHARD_FIELDS.items():
+            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            families[name] = cls(name, doc, value=self.shard.get(fld, 0.0))
         other = GaugeMetricFamily(
             "mooncake_shard_counter", "Other per-shard counters, summed.", labels=["field"]
         )
         for fld, value in sorted(self.shard.items()):
-            spec = SHARD_FIELDS.get(fld)
-            if spec is None:
+            if fld not in SHARD_FIELDS:
                 other.add_metric([fld], value)
-                continue
-            name, doc, kind = spec
-            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-            families[name] = cls(name, doc, value=value)
         yield from families.values()
         yield other
         yield GaugeMetricFamily(

@@ -219,15 +219,15 @@ class PutStartRequest(Request):
     client_id: str = Field(max_length=MAX_STR)
     key: str = Key
     slice_lengths: list[int] | int = Field(description="bytes per slice (or one size)")
-    config: ReplicateConfigBody = Field(default_factory=ReplicateConfigBody)
+    config: ReplicateConfigBody | None = None
 
 
 class BatchPutStartRequest(Request):
     client_id: str = Field(max_length=MAX_STR)
     keys: list[str] = Keys
     slice_lengths: list[list[int] | int] = Keys
-    config: ReplicateConfigBody | list[ReplicateConfigBody] = Field(
-        default_factory=ReplicateConfigBody,
+    config: ReplicateConfigBody | list[ReplicateConfigBody] | None = Field(
+        default=None,
         description="one ReplicateConfig for every key, or a list with one per key",
     )
 
