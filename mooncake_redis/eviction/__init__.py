@@ -8,6 +8,7 @@
 - :mod:`.commands`: ``mooncake-redis evictor``; :mod:`.bench`: ``bench-eviction``.
 """
 
+from . import serve_hook
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
 from .metrics import EvictionMetrics, EvictionResult
 from .mixin import EvictionMixin, Usage
@@ -24,4 +25,5 @@ __all__ = [
     "LruFreqPolicy",
     "Usage",
     "get_policy",
+    "serve_hook",
 ]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..service_base import ShardItem
 from ..store import StoreMixin
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
@@ -118,7 +119,7 @@ class EvictionMixin(StoreMixin):
     async def resume_unlinks(self) -> int:
         """Runs the journaled unlink steps left by an evictor that died between evicting a leaf
         and unlinking it from its parent in another shard (idempotent). Returns steps run."""
-        items = [(sh, []) for sh in range(self.keys.num_shards)]
+        items: list[ShardItem] = [(sh, []) for sh in range(self.keys.num_shards)]
         total = 0
         for _ in range(64):
             journal: list[tuple[int, str]] = []

@@ -90,6 +90,7 @@ class RadixEvictor:
         self.depth: dict[str, int] = {}
         self.allow_soft = False
         self._seq = itertools.count()
+        self._horizon: float | None = None  # cached; None after any cursor moved
 
     # -- reading ----------------------------------------------------------------------------
     def _candidate(self, row: Sequence[Any], shard: int) -> Candidate:
@@ -127,6 +128,7 @@ class RadixEvictor:
         limit = 4 * k + 64
         items = [(sh, [self.cursors[sh].score, self.cursors[sh].member]) for sh in shards]
         calls = await self.svc._run_groups("evict_candidates", items, [k, limit])
+        self._horizon = None
         self.result.candidate_reads += len(calls)
         batch = self.svc.config.script_batch_size
         for idx, (_now, groups) in calls:
@@ -162,9 +164,16 @@ class RadixEvictor:
             # leaves already known are not added twice).
             for c in self.cursors:
                 c.score, c.member, c.exhausted = "", "", False
+            self._horizon = None
 
     def _blocking_shards(self, score: float) -> list[int]:
         """Shards whose unread leaves might score below ``score``."""
+        if self._horizon is None:  # the lowest cursor of a shard with unread leaves
+            self._horizon = min(
+                (c.horizon for c in self.cursors if not c.exhausted), default=float("inf")
+            )
+        if score <= self._horizon:
+            return []
         return [sh for sh, c in enumerate(self.cursors) if not c.exhausted and c.horizon < score]
 
     # -- choosing ---------------------------------------------------------------------------
