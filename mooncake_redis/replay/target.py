@@ -88,7 +88,7 @@ _REGISTRY: dict[str, TargetFactory | str] = {
     # an optional dependency; "redis" is where our own store's target is expected to live.
     "mooncake": "mooncake_redis.replay.mooncake_target:create_mooncake_target",
     "model": "mooncake_redis.replay.model:create_model_target",
-    "redis": "mooncake_redis.replay_target:create_target",
+    "redis": "mooncake_redis.replay.redis_target:create_target",
 }
 
 

@@ -1,0 +1,121 @@
+"""Our own store as a replay target: the in-process library (``workers == 0``).
+
+The radix policy is ``enable_radix_tree`` (leaf-first eviction, the put guard) with the chosen
+scoring; batch-evict is the same store with the index off (Mooncake's BatchEvict). As the
+Mooncake master's 10 ms eviction thread would, the target runs one eviction pass after a put
+that found no room or left the used ratio above the high watermark.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ..config import Config
+from ..errors import ErrorCode, MooncakeError
+from ..models import ReplicateConfig, Segment
+from ..service import MasterService
+from .target import PutItem, TargetOptions
+
+CLIENT = "replay-engine"
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+class RedisTarget:
+    def __init__(self, svc: MasterService, options: TargetOptions, own_namespace: bool) -> None:
+        self.svc = svc
+        self.options = options
+        self.name = f"mooncake-redis ({options.policy}"
+        self.name += f", {options.scoring})" if options.policy == "radix" else ")"
+        self.value_size = options.value_size
+        self._own_namespace = own_namespace
+        self._high_watermark = svc.config.eviction_high_watermark_ratio
+
+    async def batch_exist(self, keys: list[str]) -> list[bool]:
+        return [r is True for r in await self.svc.batch_exist_key(keys)]
+
+    async def batch_put(self, items: list[PutItem]) -> list[bool]:
+        keys = [it.key for it in items]
+        res = await self.svc.batch_put_start(
+            CLIENT,
+            keys,
+            [[it.size] for it in items],
+            [ReplicateConfig(parent_block_hash=it.parent_block_hash) for it in items],
+        )
+        ok = [not isinstance(r, MooncakeError) for r in res]
+        ends = await self.svc.batch_put_end(CLIENT, [k for k, good in zip(keys, ok) if good])
+        if any(e is not None for e in ends):  # pragma: no cover - would be a store bug
+            raise next(e for e in ends if e is not None)
+        no_room = any(
+            isinstance(r, MooncakeError) and r.code == ErrorCode.NO_AVAILABLE_HANDLE for r in res
+        )
+        await self._maybe_evict(no_room)
+        return ok
+
+    async def _maybe_evict(self, no_room: bool) -> None:
+        # One cheap read of the used ratio decides; evict_once re-checks under the lease.
+        if no_room or (await self.svc.usage()).ratio > self._high_watermark:
+            await self.svc.evict_once()
+
+    async def batch_get(self, keys: list[str]) -> list[bool]:
+        return [
+            not isinstance(r, MooncakeError) for r in await self.svc.batch_get_replica_list(keys)
+        ]
+
+    async def stored_keys(self) -> set[str]:
+        """Complete objects, read without granting a lease."""
+        client = self.svc.backend.client
+        keys = self.svc.keys
+        members: list[tuple[int, str]] = []
+        for shard in range(keys.num_shards):
+            for m in await client.smembers(keys.shard_key(shard, "objects")):
+                members.append((shard, _s(m)))
+        out: set[str] = set()
+        for start in range(0, len(members), 2000):
+            part = members[start : start + 2000]
+            pipe = client.pipeline(transaction=False)
+            for shard, key in part:
+                pipe.hget(keys.obj(shard, key), "st")
+            for (_, key), st in zip(part, await pipe.execute()):
+                if st is not None and _s(st) == "C":
+                    out.add(key)
+        return out
+
+    async def counters(self) -> dict[str, int]:
+        m = self.svc.eviction_metrics
+        return {
+            "evictions": m.successful_passes,
+            "evicted_keys": m.evicted_keys,
+            "bytes_evicted": m.evicted_bytes,
+            "removed": 0,
+        }
+
+    async def close(self) -> None:
+        if self._own_namespace and not self.svc.backend.fake:
+            from ..bench.common import drop_namespace
+
+            await drop_namespace(self.svc)
+        await self.svc.aclose()
+
+
+async def create_target(options: TargetOptions) -> RedisTarget:
+    url = options.redis_url or f"fakeredis://replay-{uuid.uuid4().hex}"
+    namespace = options.extra.get("namespace") or "replay" + uuid.uuid4().hex[:8]
+    config = Config(
+        redis_url=url,
+        namespace=namespace,
+        num_shards=int(options.extra.get("num_shards", 64)),
+        enable_radix_tree=options.policy == "radix",
+        eviction_policy=options.scoring,
+        default_kv_lease_ttl_ms=options.lease_ttl_ms,
+        eviction_high_watermark_ratio=options.eviction_high_watermark_ratio,
+        eviction_ratio=options.eviction_ratio,
+    )
+    svc = await MasterService.from_url(url, config)
+    await svc.mount_segment(
+        Segment("replay-seg-0", "replay-seg-0", 1 << 40, options.capacity_bytes), CLIENT
+    )
+    return RedisTarget(svc, options, own_namespace="namespace" not in options.extra)
