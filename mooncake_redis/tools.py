@@ -279,13 +279,13 @@ def _print_node(doc: dict[str, Any]) -> None:
               f"in leaf index {doc['in_leaf_index']}")  # fmt: skip
     con.print(f"[bold]keys[/] ({len(doc['keys'])}):")
     for k in doc["keys"]:
-        con.print(f"  {k}")
+        con.print(f"  {k}", markup=False, soft_wrap=True)
     con.print(f"[bold]children[/] ({len(doc['children'])}):")
     for c, info in doc["children"].items():
-        con.print(f"  {c}  shard {info['shard']}  generation {info['generation']}")
+        con.print(f"  {c}  shard {info['shard']}  generation {info['generation']}", soft_wrap=True)
     con.print("[bold]redis-cli[/]:")
     for cmd in doc["redis_cli"]:
-        con.print(f"  redis-cli {cmd}", markup=False)
+        con.print(f"  redis-cli {cmd}", markup=False, soft_wrap=True)
 
 
 def _print_key(doc: dict[str, Any]) -> None:
