@@ -19,7 +19,6 @@ ENV_OPTIONS: dict[str, str] = {
     "fsck_interval": ENV_PREFIX + "FSCK_INTERVAL",
     "log_level": ENV_PREFIX + "LOG_LEVEL",
     "graceful_timeout": ENV_PREFIX + "GRACEFUL_TIMEOUT",
-    "url": ENV_PREFIX + "URL",
 }
 
 
@@ -57,3 +56,44 @@ def config_from_args(args: argparse.Namespace) -> Config:
         num_shards=args.num_shards,
         enable_radix_tree=args.enable_radix_tree,
     )
+
+
+# What each Config field means, for the generated table in docs/operations.md.
+MEANINGS: dict[str, str] = {
+    "redis_url": "Redis to use: redis://, rediss:// (TLS), redis+cluster://, unix://, or "
+    "fakeredis:// (embedded, one process only)",
+    "namespace": "prefix of every Redis key; namespaces never touch each other",
+    "num_shards": "hash-tag shards; fixed at first use and recorded in Redis",
+    "enable_radix_tree": "keep the radix-tree prefix index (RFC) next to the objects",
+    "default_kv_lease_ttl_ms": "lease granted by reads and exists hits (Mooncake R; HEAD 10000)",
+    "default_kv_soft_pin_ttl_ms": "soft-pin extension on lease grants",
+    "allow_evict_soft_pinned_objects": "soft-pinned objects may be evicted (last)",
+    "put_start_discard_timeout_ms": "an unfinished put may be taken over after this",
+    "put_start_release_timeout_ms": "buffers of a discarded put are freed after this",
+    "eviction_ratio": "fraction of objects an eviction pass frees",
+    "eviction_high_watermark_ratio": "used ratio above which the evictor runs (HEAD 0.90)",
+    "client_live_ttl_ms": "a client silent this long loses its segments",
+    "max_key_length": "longest key or hash accepted",
+    "key_hash_pattern": "regex with one group finding the block hash inside a key "
+    "(for keys with a tag before the hash); unset = RFC Design 4",
+    "radix_put_guard": "refuse puts under a parent block that is not stored (no orphans)",
+    "dangling_edge_grace_ms": "fsck --repair drops dangling edges older than this",
+    "eviction_policy": "leaf scoring: lru or lru-freq[:W]",
+    "script_batch_size": "most items one Lua script call handles",
+    "evictor_lease_ttl_ms": "evictor lease; a standby takes over about this long after a death",
+    "janitor_interval_ms": "period of the janitor (client expiry, stale puts, frees)",
+    "alloc_commit_deadline_ms": "a reservation older than this is never committed",
+    "alloc_reclaim_grace_ms": "the janitor frees uncommitted reservations older than this",
+}
+
+
+def config_table() -> str:
+    """The Markdown table of every Config field, its variable, default and meaning."""
+    rows = ["| field | variable | default | meaning |", "|---|---|---|---|"]
+    for f in fields(Config):
+        default = f.default if not callable(f.default) else None
+        rows.append(
+            f"| `{f.name}` | `{ENV_PREFIX}{f.name.upper()}` | `{default!r}` | "
+            f"{MEANINGS.get(f.name, '')} |"
+        )
+    return "\n".join(rows) + "\n"
