@@ -14,8 +14,22 @@ with memory pressure, and ends with fsck and a count of operations, kills, viola
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from blake3 import blake3
 
 if TYPE_CHECKING:
     from .service import MasterService
@@ -115,6 +129,406 @@ def _allowed(kind: str) -> bool:
     return kind in ALLOWED_KINDS
 
 
+# ---------------------------------------------------------------------------------- chaos run
+OBJ = 1024
+
+
+@dataclass
+class ChaosOptions:
+    redis_url: str = "redis://127.0.0.1:6379"
+    namespace: str = ""
+    duration_s: float = 30.0
+    workers: int = 3
+    lanes: int = 8
+    kill_every_s: float = 3.0  # 0 = no kills (a plain load run)
+    capacity_objects: int = 160  # both segments together: memory pressure for the evictor
+    num_shards: int = 16
+    seed: int = 0
+    window_s: float = 5.0  # latency windows for the p99 drift
+
+
+@dataclass
+class ChaosReport:
+    options: dict[str, Any]
+    ops: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    interrupted_by_kills: int = 0  # in-flight calls a killed worker never answered
+    kills: dict[str, int] = field(default_factory=dict)
+    restarts: int = 0
+    acked_complete: int = 0
+    removed: int = 0
+    disappeared: int = 0
+    evicted_total: int = 0
+    lost_objects: int = 0
+    violations_before_repair: list[str] = field(default_factory=list)
+    allowed_before_repair: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    fsck_counts: dict[str, int] = field(default_factory=dict)
+    p99_ms_by_window: list[float] = field(default_factory=list)
+    redis_used_memory: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def total_ops(self) -> int:
+        return sum(self.ops.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_ops"] = self.total_ops
+        d["total_kills"] = sum(self.kills.values())
+        d["total_errors"] = sum(self.errors.values())
+        d["violation_count"] = len(self.violations) + len(self.violations_before_repair)
+        return d
+
+
+class _Fleet:
+    """Worker and evictor processes of one namespace, killed and restarted by the chaos loop."""
+
+    def __init__(self, opts: ChaosOptions) -> None:
+        self.opts = opts
+        self.env = dict(os.environ)
+        self.env.update(
+            MOONCAKE_REDIS_EVICTION_HIGH_WATERMARK_RATIO="0.8",
+            MOONCAKE_REDIS_EVICTION_RATIO="0.2",
+            MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS="600000",
+            MOONCAKE_REDIS_EVICTOR_LEASE_TTL_MS="1000",
+            MOONCAKE_REDIS_DEFAULT_KV_LEASE_TTL_MS="200",
+            MOONCAKE_REDIS_ALLOC_COMMIT_DEADLINE_MS="2000",
+            MOONCAKE_REDIS_ALLOC_RECLAIM_GRACE_MS="4000",
+        )
+        self.ports = [_free_port() for _ in range(opts.workers)]
+        self.workers: list[subprocess.Popen[bytes] | None] = [None] * opts.workers
+        self.evictor: subprocess.Popen[bytes] | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{p}" for p in self.ports]
+
+    def _common(self) -> list[str]:
+        o = self.opts
+        return ["--redis-url", o.redis_url, "--namespace", o.namespace,
+                "--num-shards", str(o.num_shards), "--enable-radix-tree"]  # fmt: skip
+
+    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mooncake_redis.cli", *args],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def start_worker(self, i: int) -> None:
+        self.workers[i] = self._spawn(
+            "serve", *self._common(), "--port", str(self.ports[i]), "--evictor", "off",
+            "--fsck-interval", "0", "--log-level", "warning",
+        )  # fmt: skip
+
+    def start_evictor(self) -> None:
+        self.evictor = self._spawn("evictor", *self._common(), "--check-interval-ms", "10")
+
+    async def wait_ready(self, i: int, timeout: float = 30.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient() as http:
+            while True:
+                proc = self.workers[i]
+                if proc is None or proc.poll() is not None:
+                    raise RuntimeError(f"worker {i} exited while starting")
+                try:
+                    if (await http.get(self.urls[i] + "/ready", timeout=1)).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"worker {i} not ready in {timeout}s")
+                await asyncio.sleep(0.05)
+
+    def stop_all(self) -> None:
+        for p in [*self.workers, self.evictor]:
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in [*self.workers, self.evictor]:
+            if p is not None:
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class _Ledger:
+    complete: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    ops: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    latencies: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
+    interrupted: int = 0
+
+    def op(self, name: str, t0: float) -> None:
+        now = time.monotonic()
+        self.ops[name] = self.ops.get(name, 0) + 1
+        self.latencies.append((now, now - t0))
+
+    def error(self, name: str) -> None:
+        self.errors[name] = self.errors.get(name, 0) + 1
+
+
+# Answers the load expects under memory pressure and eviction; anything else is an error.
+_EXPECTED = {
+    "batch_put_start": {-200, -704},  # NO_AVAILABLE_HANDLE, OBJECT_NOT_FOUND (parent evicted)
+    "get_replica_list": {-704},  # evicted meanwhile
+    "remove": {-704},
+}
+
+
+async def _lane(
+    i: int, urls: list[str], ledger: _Ledger, stop_at: float, seed: int, killing: bool
+) -> None:
+    from .client import AsyncMasterClient
+    from .errors import ErrorCode, MooncakeError
+
+    rng = random.Random(seed * 1000 + i)
+    cid = f"chaos-client-{i % 2}"
+    chain: list[str] = []
+    async with AsyncMasterClient(urls, backoff_s=0.02, retries=6, timeout=10.0) as c:
+        while time.monotonic() < stop_at:
+            try:
+                if chain and (len(chain) > 12 or rng.random() < 0.05):
+                    if rng.random() < 0.5:  # remove the end of a finished chain (a leaf)
+                        key = chain[-1] + "_0_k"
+                        t0 = time.monotonic()
+                        try:
+                            await c.remove(key, force=True)
+                            ledger.removed.add(key)
+                        except MooncakeError as exc:
+                            if int(exc.code) not in _EXPECTED["remove"]:
+                                raise
+                        ledger.op("remove", t0)
+                    chain = []
+                n = rng.randint(1, 4)
+                blocks = [
+                    blake3(f"chaos:{seed}:{i}:{uuid.uuid4().hex}".encode()).hexdigest()
+                    for _ in range(n)
+                ]
+                parents = [chain[-1] if chain else "", *blocks[:-1]]
+                keys = [b + "_0_k" for b in blocks]
+                t0 = time.monotonic()
+                res = await c.batch_put_start(
+                    cid, keys, [OBJ] * n, [{"parent_block_hash": p} for p in parents]
+                )
+                ledger.op("batch_put_start", t0)
+                ok: list[str] = []
+                for k, r in zip(keys, res):
+                    if isinstance(r, MooncakeError):
+                        if int(r.code) not in _EXPECTED["batch_put_start"]:
+                            ledger.error(f"batch_put_start:{r.code.name}")
+                        break
+                    ok.append(k)
+                extra = [
+                    k for k, r in zip(keys, res) if not isinstance(r, MooncakeError) and k not in ok
+                ]
+                if extra:
+                    await c.batch_put_revoke(cid, extra)
+                t0 = time.monotonic()
+                ends = await c.batch_put_end(cid, ok)
+                ledger.op("batch_put_end", t0)
+                for k, e in zip(ok, ends):
+                    if e is None:
+                        ledger.complete.add(k)
+                    else:
+                        ledger.error(f"batch_put_end:{e.code.name}")
+                chain.extend(k[:64] for k in ok)
+                if len(ok) < n:
+                    chain = []
+                    await asyncio.sleep(0.02)
+                if chain:
+                    t0 = time.monotonic()
+                    await c.batch_exist_key([b + "_0_k" for b in chain])
+                    ledger.op("batch_exist_key", t0)
+                    t0 = time.monotonic()
+                    try:
+                        await c.get_replica_list(chain[-1] + "_0_k")
+                    except MooncakeError as exc:
+                        if int(exc.code) not in _EXPECTED["get_replica_list"]:
+                            raise
+                    ledger.op("get_replica_list", t0)
+                if rng.random() < 0.2:
+                    root = blake3(f"chaosreg:{i}:{uuid.uuid4().hex}".encode()).hexdigest()
+                    t0 = time.monotonic()
+                    await c.batch_register_radix_tree_node([(root, "", [root])])
+                    ledger.op("register", t0)
+            except MooncakeError as exc:
+                if exc.code == ErrorCode.RPC_FAIL and killing:
+                    # The worker serving this request was killed with it in flight; the
+                    # client does not resend a call that may have been applied.
+                    ledger.interrupted += 1
+                else:
+                    ledger.error(f"{exc.code.name}")
+                chain = []
+                await asyncio.sleep(0.05)
+
+
+async def _pinger(urls: list[str], stop_at: float) -> None:
+    from .client import AsyncMasterClient
+    from .errors import MooncakeError
+
+    async with AsyncMasterClient(urls, backoff_s=0.02, retries=6) as c:
+        while time.monotonic() < stop_at:
+            for j in range(2):
+                with contextlib.suppress(MooncakeError):
+                    await c.ping(f"chaos-client-{j}")
+            await asyncio.sleep(0.5)
+
+
+async def _redis_used_memory(service: MasterService) -> int:
+    client = service.backend.client
+    if service.backend.cluster:
+        infos = await client.info("memory", target_nodes=client.get_primaries())
+        return sum(int(v["used_memory"]) for v in infos.values())
+    return int((await client.info("memory"))["used_memory"])
+
+
+async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
+    """Runs the fleet under load for ``duration_s``, killing a random process (SIGKILL) every
+    ``kill_every_s`` and restarting it; then recovers (janitor, evictor journal, fsck repair)
+    and counts. Returns the report; raises nothing for violations (the caller judges)."""
+    from . import Config, MasterService
+    from .client import AsyncMasterClient
+    from .fsck import ALLOWED_KINDS, fsck
+
+    if not opts.namespace:
+        opts.namespace = "chaos" + uuid.uuid4().hex[:8]
+    say = progress or (lambda msg: None)
+    rng = random.Random(opts.seed)
+    rep = ChaosReport(options=asdict(opts))
+    t_start = time.monotonic()
+    cfg = Config(namespace=opts.namespace, num_shards=opts.num_shards, enable_radix_tree=True)
+    svc = await MasterService.from_url(opts.redis_url, cfg)
+    fleet = _Fleet(opts)
+    try:
+        mem0 = await _redis_used_memory(svc)
+        fleet.start_evictor()
+        for i in range(opts.workers):
+            fleet.start_worker(i)
+        await asyncio.gather(*(fleet.wait_ready(i) for i in range(opts.workers)))
+        say(f"{opts.workers} workers and the evictor up on {opts.redis_url}")
+        async with AsyncMasterClient(fleet.urls) as c:
+            half = opts.capacity_objects * OBJ // 2
+            for j in range(2):
+                await c.mount_segment(
+                    {"id": f"chaos-seg-{j}", "base": (j + 1) << 36, "size": half},
+                    f"chaos-client-{j}",
+                )
+        ledger = _Ledger()
+        stop_at = time.monotonic() + opts.duration_s
+        tasks = [
+            asyncio.create_task(
+                _lane(i, fleet.urls, ledger, stop_at, opts.seed, opts.kill_every_s > 0)
+            )
+            for i in range(opts.lanes)
+        ]
+        tasks.append(asyncio.create_task(_pinger(fleet.urls, stop_at)))
+        while opts.kill_every_s > 0 and time.monotonic() + opts.kill_every_s < stop_at:
+            await asyncio.sleep(opts.kill_every_s * rng.uniform(0.5, 1.5))
+            victim = rng.randrange(opts.workers + 1)
+            if victim == opts.workers:
+                assert fleet.evictor is not None
+                fleet.evictor.kill()
+                fleet.evictor.wait(10)
+                fleet.start_evictor()
+                rep.kills["evictor"] = rep.kills.get("evictor", 0) + 1
+            else:
+                proc = fleet.workers[victim]
+                assert proc is not None
+                proc.kill()
+                proc.wait(10)
+                fleet.start_worker(victim)
+                rep.kills["worker"] = rep.kills.get("worker", 0) + 1
+                await fleet.wait_ready(victim)
+            rep.restarts += 1
+            say(f"t={time.monotonic() - t_start:5.1f}s kills={sum(rep.kills.values())} "
+                f"ops={sum(ledger.ops.values())}")  # fmt: skip
+        await asyncio.gather(*tasks)
+        fleet.stop_all()
+        # Recovery, as the next janitor / evictor / operator would run it.
+        report = await fsck(svc)
+        unmounting = {s.id for s in await svc.segment_stats() if not s.mounted}
+        for p in report.problems:
+            if p.kind in ALLOWED_KINDS or (
+                p.kind == "replica_unmounted" and p.detail.split()[3] in unmounting
+            ):
+                rep.allowed_before_repair[p.kind] = rep.allowed_before_repair.get(p.kind, 0) + 1
+            else:
+                rep.violations_before_repair.append(f"{p.kind}: {p.detail}")
+        recover = Config(
+            namespace=opts.namespace,
+            num_shards=opts.num_shards,
+            enable_radix_tree=True,
+            alloc_commit_deadline_ms=2000,
+            alloc_reclaim_grace_ms=4000,
+        )
+        svc2 = await MasterService.from_url(opts.redis_url, recover)
+        try:
+            if hasattr(svc2, "resume_unlinks"):
+                await svc2.resume_unlinks()
+            await asyncio.sleep(4.1)  # past the reclaim grace: reservations of killed workers
+            await svc2.run_janitor_once(force=True)
+            await fsck(svc2, repair=True, grace_ms=-1)  # every process is stopped: none fresh
+            final = await fsck(svc2)
+        finally:
+            await svc2.aclose()
+        rep.violations = [f"{p.kind}: {p.detail}" for p in final.problems if not p.repaired]
+        rep.fsck_counts = dict(final.counts)
+        present = await complete_objects(svc)
+        gone = ledger.complete - present.keys()
+        rep.acked_complete = len(ledger.complete)
+        rep.removed = len(ledger.removed & gone)
+        rep.disappeared = len(gone - ledger.removed)
+        rep.evicted_total = await _evicted_total(svc)
+        rep.lost_objects = max(0, rep.disappeared - rep.evicted_total)
+        rep.ops = dict(sorted(ledger.ops.items()))
+        rep.errors = dict(sorted(ledger.errors.items()))
+        rep.interrupted_by_kills = ledger.interrupted
+        rep.p99_ms_by_window = _p99_windows(ledger.latencies, opts.window_s)
+        rep.redis_used_memory = {"before": mem0, "after": await _redis_used_memory(svc)}
+        return rep
+    finally:
+        fleet.stop_all()
+        rep.seconds = round(time.monotonic() - t_start, 1)
+        await svc.aclose()
+
+
+async def _evicted_total(service: MasterService) -> int:
+    client = service.backend.client
+    total = 0
+    for shard in range(service.keys.num_shards):
+        v = await client.hget(service.keys.anchor(shard), "evicted_keys")
+        total += int(v or 0)
+    return total
+
+
+def _p99_windows(lat: list[tuple[float, float]], window: float) -> list[float]:
+    if not lat:
+        return []
+    t0 = lat[0][0]
+    buckets: dict[int, list[float]] = {}
+    for t, d in lat:
+        buckets.setdefault(int((t - t0) // window), []).append(d)
+    out = []
+    for b in sorted(buckets):
+        xs = sorted(buckets[b])
+        out.append(round(xs[min(len(xs) - 1, int(0.99 * len(xs)))] * 1000, 1))
+    return out
+
+
 # ---------------------------------------------------------------------------------- CLI
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -123,9 +537,106 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.set_defaults(func=_not_ready)
+    d = ChaosOptions()
+    p.add_argument(
+        "--redis-url",
+        default=os.environ.get("MOONCAKE_REDIS_REDIS_URL", d.redis_url),
+        help="redis:// or redis+cluster:// (loopback); a fresh namespace is used and removed",
+    )
+    p.add_argument("--duration", type=float, default=d.duration_s, help="seconds of load")
+    p.add_argument("--workers", type=int, default=d.workers)
+    p.add_argument("--lanes", type=int, default=d.lanes, help="concurrent client lanes")
+    p.add_argument(
+        "--kill-every",
+        type=float,
+        default=d.kill_every_s,
+        help="mean seconds between kills (0: none)",
+    )
+    p.add_argument("--capacity-objects", type=int, default=d.capacity_objects)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    p.add_argument("--keep", action="store_true", help="keep the namespace's keys afterwards")
+    p.set_defaults(func=_main)
 
 
-def _not_ready(args: argparse.Namespace) -> int:
-    print("chaos: the worker and evictor processes are not built into this version")
-    return 2
+def _main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True)
+    opts = ChaosOptions(
+        redis_url=args.redis_url,
+        duration_s=args.duration,
+        workers=args.workers,
+        lanes=args.lanes,
+        kill_every_s=args.kill_every,
+        capacity_objects=args.capacity_objects,
+        seed=args.seed,
+    )
+
+    async def go() -> ChaosReport:
+        try:
+            rep = await run_chaos(opts, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+        finally:
+            if not args.keep:
+                await _drop_namespace(opts.redis_url, opts.namespace)
+        if not args.keep:
+            rep.redis_used_memory["after_drop"] = await _memory_of(opts.redis_url)
+        return rep
+
+    rep = asyncio.run(go())
+    d = rep.to_dict()
+    table = Table(title=f"chaos: {opts.redis_url} namespace {opts.namespace}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("seconds", rep.seconds),
+        ("operations", d["total_ops"]),
+        ("kills (worker / evictor)", f"{rep.kills.get('worker', 0)} / "
+                                     f"{rep.kills.get('evictor', 0)}"),
+        ("restarts", rep.restarts),
+        ("errors", d["total_errors"]),
+        ("calls cut by a kill (not resent)", rep.interrupted_by_kills),
+        ("acknowledged COMPLETE objects", rep.acked_complete),
+        ("removed by the load", rep.removed),
+        ("gone otherwise / evicted (counter)", f"{rep.disappeared} / {rep.evicted_total}"),
+        ("lost objects", rep.lost_objects),
+        ("allowed states before repair", rep.allowed_before_repair),
+        ("invariant violations", d["violation_count"]),
+        ("p99 ms per window", rep.p99_ms_by_window),
+        ("Redis used_memory before / after / after drop",
+         f"{rep.redis_used_memory.get('before')} / {rep.redis_used_memory.get('after')} / "
+         f"{rep.redis_used_memory.get('after_drop', '-')}"),
+    ]  # fmt: skip
+    for name, value in rows:
+        table.add_row(name, str(value))
+    Console().print(table)
+    for v in rep.violations_before_repair + rep.violations:
+        console.print(f"[red]violation[/red] {v}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(d, f, indent=2)
+    bad = d["violation_count"] or rep.lost_objects or d["total_errors"]
+    return 1 if bad else 0
+
+
+async def _memory_of(url: str) -> int:
+    from . import Config, MasterService
+
+    svc = await MasterService.from_url(url, Config(namespace="chaosmem", num_shards=16))
+    try:
+        return await _redis_used_memory(svc)
+    finally:
+        await svc.aclose()
+
+
+async def _drop_namespace(url: str, namespace: str) -> None:
+    from . import Config, MasterService
+
+    svc = await MasterService.from_url(url, Config(namespace=namespace, num_shards=16))
+    try:
+        client = svc.backend.client
+        for k in await namespace_keys(svc):
+            await client.delete(k)
+    finally:
+        await svc.aclose()
