@@ -48,6 +48,7 @@ CFG: dict[str, Any] = dict(
     alloc_reclaim_grace_ms=200,
     put_start_discard_timeout_ms=100,
     put_start_release_timeout_ms=150,
+    evictor_lease_ttl_ms=300,
 )
 RECOVERY_SLEEP = 0.25  # past alloc_reclaim_grace_ms and the stale-put timeouts
 
@@ -183,6 +184,11 @@ async def op_expire_clients(w: World) -> Any:
         await svc.aclose()
 
 
+async def op_evict(w: World) -> Any:
+    """A forced radix eviction pass (leaf-first; frees through the shard outbox)."""
+    return await w.svc.evict_once(force=True, max_objects=4)  # type: ignore[attr-defined]
+
+
 ALL_OBJECTS = {"*"}
 # What a client does after its call failed, before the store must be clean again (None: nothing).
 RETRY: dict[str, Op] = {"mount": op_mount}
@@ -198,6 +204,7 @@ OPS: dict[str, tuple[Op, Callable[[World], set[str]]]] = {
     "mount": (op_mount, lambda w: set()),
     "janitor_stale_put": (op_janitor_stale_put, lambda w: set()),
     "expire_clients": (op_expire_clients, lambda w: ALL_OBJECTS),
+    "evict": (op_evict, lambda w: ALL_OBJECTS),  # fsck, the parent rule and repair still hold
 }
 
 
@@ -254,6 +261,8 @@ async def recover_and_check(
     assert not bad, f"{where}: invariant violations right after the crash: {bad}"
     if retry is not None:
         await retry(World(svc))
+    if hasattr(svc, "resume_unlinks"):  # what the next evictor does first
+        await svc.resume_unlinks()
     if any(st.pending for st in await svc.segment_stats()):
         await asyncio.sleep(RECOVERY_SLEEP)  # reservations are reclaimed past their grace only
     await svc.run_janitor_once(force=True)
