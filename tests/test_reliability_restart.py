@@ -185,6 +185,9 @@ async def test_restart_without_persistence_asks_clients_to_remount() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("MCR_RELIABILITY_LONG"), reason="long variant: MCR_RELIABILITY_LONG=1"
+)
 @pytest.mark.parametrize("fsync", ["always", "everysec"])
 async def test_restart_long(fsync: str) -> None:
     """Long variant: 20 s of load before the kill."""
