@@ -157,6 +157,7 @@ class ChaosReport:
     restarts: int = 0
     acked_complete: int = 0
     removed: int = 0
+    removes_cut_by_kills: int = 0  # removes a killed worker applied without answering
     disappeared: int = 0
     evicted_total: int = 0
     lost_objects: int = 0
@@ -267,6 +268,7 @@ def _free_port() -> int:
 class _Ledger:
     complete: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
+    maybe_removed: set[str] = field(default_factory=set)
     ops: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
@@ -309,6 +311,8 @@ async def _lane(
                             await c.remove(key, force=True)
                             ledger.removed.add(key)
                         except MooncakeError as exc:
+                            if exc.code == ErrorCode.RPC_FAIL:
+                                ledger.maybe_removed.add(key)  # cut by a kill: maybe applied
                             if int(exc.code) not in _EXPECTED["remove"]:
                                 raise
                         ledger.op("remove", t0)
@@ -491,7 +495,8 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         gone = ledger.complete - present.keys()
         rep.acked_complete = len(ledger.complete)
         rep.removed = len(ledger.removed & gone)
-        rep.disappeared = len(gone - ledger.removed)
+        rep.removes_cut_by_kills = len(ledger.maybe_removed & gone)
+        rep.disappeared = len(gone - ledger.removed - ledger.maybe_removed)
         rep.evicted_total = await _evicted_total(svc)
         rep.lost_objects = max(0, rep.disappeared - rep.evicted_total)
         rep.ops = dict(sorted(ledger.ops.items()))
@@ -598,7 +603,7 @@ def _main(args: argparse.Namespace) -> int:
         ("errors", d["total_errors"]),
         ("calls cut by a kill (not resent)", rep.interrupted_by_kills),
         ("acknowledged COMPLETE objects", rep.acked_complete),
-        ("removed by the load", rep.removed),
+        ("removed by the load (+ cut by a kill)", f"{rep.removed} (+{rep.removes_cut_by_kills})"),
         ("gone otherwise / evicted (counter)", f"{rep.disappeared} / {rep.evicted_total}"),
         ("lost objects", rep.lost_objects),
         ("allowed states before repair", rep.allowed_before_repair),
