@@ -55,10 +55,11 @@ class ServiceBase:
         return self.keys.shard_of(self.prefix_of(key))
 
     async def run_sharded(
-        self, script: str, items: Sequence[ShardItem]
+        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
     ) -> list[tuple[list[int], Any]]:
         """Run ``script`` over items grouped by shard: one call per node (per chunk of
-        ``script_batch_size`` items), nodes in parallel.
+        ``script_batch_size`` items), nodes in parallel. ``head``: per-call ARGV before the
+        groups (ttl, timeouts, fencing epoch...).
 
         Returns (item indices in the call's ARGV order, raw reply) per call.
         """
@@ -82,7 +83,9 @@ class ServiceBase:
                     # A cluster refuses declared keys of several slots: declare the first
                     # anchor only; the script reads every anchor from ARGV (see common.lua).
                     declared = keys[:1] if self.backend.cluster else keys
-                    reply = await self.backend.call(script, declared, [len(keys), *argv], node)
+                    reply = await self.backend.call(
+                        script, declared, [*head, len(keys), *argv], node
+                    )
                     out.append((list(covered), reply))
                     keys.clear()
                     argv.clear()
@@ -93,7 +96,7 @@ class ServiceBase:
                 members = by_shard[shard]
                 for start in range(0, len(members), limit):
                     part = members[start : start + limit]
-                    if len(covered) + len(part) > limit:
+                    if covered and len(covered) + len(part) > limit:
                         await flush()
                     keys.append(anchors[j])
                     argv.extend((anchors[j], shard, len(part)))
@@ -106,10 +109,12 @@ class ServiceBase:
         results = await self.backend.per_node(anchors, run)
         return [call for _, calls in results for call in calls]
 
-    async def run_sharded_items(self, script: str, items: Sequence[ShardItem]) -> list[Any]:
+    async def run_sharded_items(
+        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
+    ) -> list[Any]:
         """For scripts that reply one entry per item: the replies in ``items`` order."""
         out: list[Any] = [None] * len(items)
-        for idx, reply in await self.run_sharded(script, items):
+        for idx, reply in await self.run_sharded(script, items, head):
             for i, r in zip(idx, reply):
                 out[i] = r
         return out

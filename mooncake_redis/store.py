@@ -108,63 +108,6 @@ class StoreMixin(RadixMixin):
     _seg_cache_at: float = 0.0
 
     # ------------------------------------------------------------------ plumbing
-    async def _run_groups(
-        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
-    ) -> list[tuple[list[int], Any]]:
-        """As :meth:`run_sharded`, with ``head`` ARGV before the groups (per-call parameters)."""
-        if not items:
-            return []
-        by_shard: dict[int, list[int]] = {}
-        for i, (shard, _) in enumerate(items):
-            by_shard.setdefault(shard, []).append(i)
-        shards = list(by_shard)
-        anchors = [self.keys.anchor(s) for s in shards]
-        limit = self.config.script_batch_size
-
-        async def run(node: Any, idx: list[int]) -> list[tuple[list[int], Any]]:
-            out: list[tuple[list[int], Any]] = []
-            keys: list[str] = []
-            argv: list[Any] = []
-            covered: list[int] = []
-
-            async def flush() -> None:
-                if keys:
-                    declared = keys[:1] if self.backend.cluster else keys
-                    reply = await self.backend.call(
-                        script, declared, [*head, len(keys), *argv], node
-                    )
-                    out.append((list(covered), reply))
-                    keys.clear()
-                    argv.clear()
-                    covered.clear()
-
-            for j in idx:
-                shard = shards[j]
-                members = by_shard[shard]
-                for start in range(0, len(members), limit):
-                    part = members[start : start + limit]
-                    if covered and len(covered) + len(part) > limit:
-                        await flush()
-                    keys.append(anchors[j])
-                    argv.extend((anchors[j], shard, len(part)))
-                    for i in part:
-                        argv.extend(items[i][1])
-                    covered.extend(part)
-            await flush()
-            return out
-
-        results = await self.backend.per_node(anchors, run)
-        return [call for _, calls in results for call in calls]
-
-    async def _run_items(
-        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
-    ) -> list[Any]:
-        out: list[Any] = [None] * len(items)
-        for idx, reply in await self._run_groups(script, items, head):
-            for i, r in zip(idx, reply):
-                out[i] = r
-        return out
-
     async def _run_erase(
         self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
     ) -> list[Any]:
@@ -172,7 +115,7 @@ class StoreMixin(RadixMixin):
         out: list[Any] = [None] * len(items)
         conts: list[Any] = []
         frees: list[FreePair] = []
-        for idx, (replies, cs, fs) in await self._run_groups(script, items, head):
+        for idx, (replies, cs, fs) in await self.run_sharded(script, items, head):
             for i, r in zip(idx, replies):
                 out[i] = r
             conts.extend(cs)
@@ -275,7 +218,7 @@ class StoreMixin(RadixMixin):
                 items.append((self.shard_of_key(key), [key, segment_id, int(_s(off)), pid]))
             conts: list[Any] = []
             frees: list[FreePair] = []
-            for _, (_d, _e, cs, fs) in await self._run_groups("segment_drop", items):
+            for _, (_d, _e, cs, fs) in await self.run_sharded("segment_drop", items):
                 conts.extend(cs)
                 frees.extend((int(sh), _s(e)) for sh, e in fs)
             await self.finish_unlinks(conts)
@@ -445,7 +388,7 @@ class StoreMixin(RadixMixin):
             )
         conts: list[Any] = []
         replies: list[Any] = [None] * len(items)
-        for idx, (rs, cs) in await self._run_groups("put_start", items, head):
+        for idx, (rs, cs) in await self.run_sharded("put_start", items, head):
             for i, r in zip(idx, rs):
                 replies[i] = r
             conts.extend(cs)
@@ -633,7 +576,7 @@ class StoreMixin(RadixMixin):
         naming the parent block, unless the key exists."""
         radix = self.config.enable_radix_tree
         every = [*puts, *orphans]
-        replies = await self._run_items(
+        replies = await self.run_sharded_items(
             "put_precheck",
             [
                 (p.shard, [p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen])
@@ -694,7 +637,7 @@ class StoreMixin(RadixMixin):
             valid.append((seg, data))
         await self._segment_groups("alloc_free", valid)
         await self.checkpoint("drain:freed")
-        await self._run_groups("outbox_ack", [(sh, [e]) for sh, e in frees])
+        await self.run_sharded("outbox_ack", [(sh, [e]) for sh, e in frees])
         return len(frees)
 
     async def put_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
@@ -737,7 +680,7 @@ class StoreMixin(RadixMixin):
             items.append((self.shard_of_key(k), [k, client]))
             where.append(i)
         if script == "put_end":
-            replies = await self._run_items(script, items)
+            replies = await self.run_sharded_items(script, items)
         else:
             replies = await self._run_erase(script, items)
         for i, r in zip(where, replies):
@@ -771,7 +714,7 @@ class StoreMixin(RadixMixin):
         """GetReplicaList per key: the COMPLETE replicas, granting a lease."""
         results, items, where = self._checked_keys(keys)
         ttl = self.config.default_kv_lease_ttl_ms
-        replies = await self._run_items(
+        replies = await self.run_sharded_items(
             "get_replicas", items, [ttl, self.config.default_kv_soft_pin_ttl_ms]
         )
         for i, r in zip(where, replies):
@@ -808,7 +751,7 @@ class StoreMixin(RadixMixin):
     async def batch_exist_key(self, keys: Sequence[str]) -> list[bool | MooncakeError]:
         """ExistKey per key: True only with a COMPLETE replica; a hit grants a lease."""
         results, items, where = self._checked_keys(keys)
-        replies = await self._run_items(
+        replies = await self.run_sharded_items(
             "exist",
             items,
             [self.config.default_kv_lease_ttl_ms, self.config.default_kv_soft_pin_ttl_ms],
@@ -940,7 +883,7 @@ class StoreMixin(RadixMixin):
             conts: list[Any] = []
             frees: list[FreePair] = []
             more = False
-            for idx, (d, r, cs, fs) in await self._run_groups(
+            for idx, (d, r, cs, fs) in await self.run_sharded(
                 "janitor_shard",
                 items,
                 [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit],
@@ -977,7 +920,7 @@ class StoreMixin(RadixMixin):
                     records.append((ids[j], int(_s(row[k])), pid, ms, owner))
         if not records:
             return
-        checks = await self._run_items(
+        checks = await self.run_sharded_items(
             "owner_check",
             [(self.shard_of_key(o), [o, seg, off, pid]) for seg, off, pid, _, o in records],
         )
@@ -1000,7 +943,7 @@ class StoreMixin(RadixMixin):
         total = 0
         for _ in range(64):
             frees: list[FreePair] = []
-            for idx, reply in await self._run_groups(
+            for idx, reply in await self.run_sharded(
                 "outbox_peek", items, [self.config.script_batch_size]
             ):
                 for i, entries in zip(idx, reply):

@@ -65,11 +65,11 @@ async def test_fenced_former_leader_cannot_write(make_service: Any) -> None:
     now = await a.backend.time_ms()
     # the paused leader's script: refused by time, and by the fence even with a forged expiry
     for head in (stale, [stale[0], now + 60_000]):
-        [(_, reply)] = await a._run_groups("evict_leaves", [(shard, [leaf])], [*head, 0])
+        [(_, reply)] = await a.run_sharded("evict_leaves", [(shard, [leaf])], [*head, 0])
         assert int(reply[0]) == 0
     assert await stored(a, leaf)
     # the holder's own scripts go through
-    [(_, reply)] = await b._run_groups(
+    [(_, reply)] = await b.run_sharded(
         "evict_leaves", [(shard, [leaf])], [*b.evictor_lease.head(), 0]
     )
     assert int(reply[0]) == 1 and not await stored(a, leaf)

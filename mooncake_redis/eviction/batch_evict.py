@@ -87,7 +87,7 @@ class BatchEvictor:
         """Reads the next eligible entries of each shard (one call per node); moves cursors."""
         items = [(sh, [cursors[sh].score, cursors[sh].member, want, max_lease]) for sh in shards]
         out: dict[int, list[_Entry]] = {sh: [] for sh in shards}
-        calls = await self.svc._run_groups(
+        calls = await self.svc.run_sharded(
             "evict_objects_scan", items, [limit, 1 if self.no_tree else 0]
         )
         self.scans += len(calls)
@@ -118,7 +118,7 @@ class BatchEvictor:
         await self.svc.checkpoint("evict:chosen")
         await self.lease.ensure()
         items = [(e.shard, [e.key]) for e in entries]
-        calls = await self.svc._run_groups(
+        calls = await self.svc.run_sharded(
             "evict_keys",
             items,
             [*self.lease.head(), 1 if allow_soft else 0, 1 if self.no_tree else 0],
@@ -160,7 +160,7 @@ class BatchEvictor:
     async def _counts(self) -> dict[int, int]:
         shards = list(range(self.svc.keys.num_shards))
         out: dict[int, int] = {}
-        for idx, (_now, groups) in await self.svc._run_groups(
+        for idx, (_now, groups) in await self.svc.run_sharded(
             "evict_counts", [(sh, []) for sh in shards]
         ):
             for i, (objects, _expired) in zip(idx, groups):

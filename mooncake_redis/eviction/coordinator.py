@@ -100,7 +100,7 @@ class EvictorLease:
     async def _raise_fences(self) -> None:
         """A new epoch fences every shard before acting: no older epoch writes afterwards."""
         shards = range(self.service.keys.num_shards)
-        await self.service._run_groups("evict_fence", [(sh, []) for sh in shards], [self.epoch])
+        await self.service.run_sharded("evict_fence", [(sh, []) for sh in shards], [self.epoch])
 
     @property
     def held(self) -> bool:

@@ -114,7 +114,7 @@ class EvictionMixin(StoreMixin):
     # -- unfinished cascades of an evictor that died ----------------------------------------
     async def ack_unlinks(self, journal: Sequence[tuple[int, str]]) -> None:
         if journal:
-            await self._run_groups("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
+            await self.run_sharded("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
 
     async def resume_unlinks(self) -> int:
         """Runs the journaled unlink steps left by an evictor that died between evicting a leaf
@@ -123,7 +123,7 @@ class EvictionMixin(StoreMixin):
         total = 0
         for _ in range(64):
             journal: list[tuple[int, str]] = []
-            for idx, reply in await self._run_groups(
+            for idx, reply in await self.run_sharded(
                 "evict_unlinks_peek", items, [self.config.script_batch_size]
             ):
                 for i, entries in zip(idx, reply):
@@ -279,7 +279,7 @@ class EvictionMixin(StoreMixin):
 
     async def _object_count(self) -> int:
         total = 0
-        for _, (_now, groups) in await self._run_groups(
+        for _, (_now, groups) in await self.run_sharded(
             "evict_counts", [(sh, []) for sh in range(self.keys.num_shards)]
         ):
             total += sum(int(g[0]) for g in groups)

@@ -127,7 +127,7 @@ class RadixEvictor:
         k = max(self.cursors[sh].k for sh in shards)
         limit = 4 * k + 64
         items = [(sh, [self.cursors[sh].score, self.cursors[sh].member]) for sh in shards]
-        calls = await self.svc._run_groups("evict_candidates", items, [k, limit])
+        calls = await self.svc.run_sharded("evict_candidates", items, [k, limit])
         self._horizon = None
         self.result.candidate_reads += len(calls)
         batch = self.svc.config.script_batch_size
@@ -147,7 +147,7 @@ class RadixEvictor:
         """Parents that may have become leaves: read them by name."""
         if not nodes:
             return
-        replies = await self.svc._run_items("evict_leaf_info", [(ps, [p]) for p, ps in nodes])
+        replies = await self.svc.run_sharded_items("evict_leaf_info", [(ps, [p]) for p, ps in nodes])
         self.result.candidate_reads += 1
         lost = False
         for (_p, ps), (status, row) in zip(nodes, replies):
@@ -205,7 +205,7 @@ class RadixEvictor:
     async def evict(self, picked: list[Candidate]) -> None:
         await self.svc.checkpoint("evict:chosen")
         await self.lease.ensure()
-        calls = await self.svc._run_groups(
+        calls = await self.svc.run_sharded(
             "evict_leaves",
             [(c.shard, [c.h]) for c in picked],
             [*self.lease.head(), 1 if self.allow_soft else 0],

@@ -143,10 +143,10 @@ def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--target", default=None, help="store to drive (default: redis or model)")
     p.add_argument(
         "--capacities",
-        default="400,800,1600",
-        help="comma-separated capacities in blocks (default 400,800,1600)",
+        default="60,120,240",
+        help="comma-separated capacities in blocks (default 60,120,240)",
     )
-    p.add_argument("--conversations", type=int, default=200, help="synthetic conversations")
+    p.add_argument("--conversations", type=int, default=14, help="synthetic conversations")
     p.add_argument("--plot", default="mooncake-redis-demo.png", help="PNG output path")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--speedup", type=float, default=None)
