@@ -37,7 +37,9 @@ def test_config_from_env_and_overrides() -> None:
     assert c.namespace == "x" and c.key_hash_pattern == r"_([0-9a-f]{64})_"
     with pytest.raises(MooncakeError) as exc:
         Config.from_env({"MOONCAKE_REDIS_NUM_SHARDS": "many"})
-    assert exc.value.code == ErrorCode.INVALID_PARAMS and "MOONCAKE_REDIS_NUM_SHARDS" in str(exc.value)
+    assert exc.value.code == ErrorCode.INVALID_PARAMS and "MOONCAKE_REDIS_NUM_SHARDS" in str(
+        exc.value
+    )
 
 
 @pytest.mark.parametrize(

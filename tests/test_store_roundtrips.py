@@ -44,7 +44,9 @@ class Counter:
 
 
 async def test_round_trips(make_service: Any, backend_url: str) -> None:
-    svc: MasterService = await make_service(enable_radix_tree=True, num_shards=64, radix_put_guard=False)
+    svc: MasterService = await make_service(
+        enable_radix_tree=True, num_shards=64, radix_put_guard=False
+    )
     for i in range(3):
         await svc.mount_segment(Segment(f"s{i}", f"s{i}", (i + 1) << 40, 64 << 20), C)
     await svc.backend.load_scripts()  # EVALSHA hits, as on a warm worker

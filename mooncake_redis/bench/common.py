@@ -6,7 +6,6 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from blake3 import blake3

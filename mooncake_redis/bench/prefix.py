@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any
 
 from .common import drop_namespace, fresh_service, mount, populate, summary_ms, timed
@@ -35,14 +36,11 @@ async def bench_prefix(
             probe = [rng.choice(hashes) for _ in range(queries)]
             for hsh in probe[:50]:  # warm the connection pool and script cache
                 await svc.get_keys_by_prefix(hsh)
-            index = [await timed(lambda hsh=hsh: svc.get_keys_by_prefix(hsh)) for hsh in probe]
+            index = [await timed(partial(svc.get_keys_by_prefix, hsh)) for hsh in probe]
             node = await svc.get_keys_by_prefix(probe[0])
             scan_found = await scan_for_prefix(svc, probe[0])
             assert len(scan_found) == len(node.keys), "SCAN and the index disagree"
-            scan = [
-                await timed(lambda hsh=hsh: scan_for_prefix(svc, hsh))
-                for hsh in probe[:scan_queries]
-            ]
+            scan = [await timed(partial(scan_for_prefix, svc, hsh)) for hsh in probe[:scan_queries]]
             out[str(n)] = {"index": summary_ms(index), "scan": summary_ms(scan)}
         finally:
             await drop_namespace(svc)

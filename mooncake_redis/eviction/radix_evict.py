@@ -147,7 +147,9 @@ class RadixEvictor:
         """Parents that may have become leaves: read them by name."""
         if not nodes:
             return
-        replies = await self.svc.run_sharded_items("evict_leaf_info", [(ps, [p]) for p, ps in nodes])
+        replies = await self.svc.run_sharded_items(
+            "evict_leaf_info", [(ps, [p]) for p, ps in nodes]
+        )
         self.result.candidate_reads += 1
         lost = False
         for (_p, ps), (status, row) in zip(nodes, replies):
