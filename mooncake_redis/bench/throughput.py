@@ -64,7 +64,7 @@ async def _ours(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, flo
 async def _naive(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, float]:
     """Pipelined HSET per new object and pipelined EXISTS: the floor our design must pay for."""
     client = svc.backend.client
-    ns = svc.config.namespace
+    ns: str = svc.config.namespace
 
     def key(k: str) -> str:
         return "{" + ns + ":naive}:" + k
