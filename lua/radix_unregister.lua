@@ -6,7 +6,8 @@
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (prefix hash, key).
 -- Returns: {removed count, {continuation...}}, continuation = {parent, parent shard, child, gen},
 --          to be passed to radix_unlink in the parent's shard.
--- Errors: none (unknown keys are skipped).
+-- Errors: none (unknown keys are skipped). A stored object whose key is removed loses its
+--         "registered" mark (rad) in the same step.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
@@ -16,7 +17,16 @@ local removed, conts = 0, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local h, key = arg(), arg()
-    removed = removed + radix_remove_key(tag, shard, h, key, conts)
+    local gone = radix_remove_key(tag, shard, h, key, conts)
+    if gone == 1 then
+      -- A stored object whose key leaves the tree is no longer "in a tree" (BatchEvict
+      -- fallback applies to it); a key registered but not stored has no object.
+      local okey = K.obj(tag, key)
+      if redis.call('EXISTS', okey) == 1 then
+        redis.call('HDEL', okey, 'rad')
+      end
+    end
+    removed = removed + gone
   end
 end)
 return { removed, conts }

@@ -82,3 +82,14 @@ async def test_guard_off_keeps_rfc_shells(make_service: Any) -> None:
     assert not isinstance(res, MooncakeError)
     shell = await svc.get_keys_by_prefix(a)
     assert shell.is_shell and shell.children == [b]
+
+
+async def test_unregistering_a_stored_key_leaves_fsck_clean(make_service: Any) -> None:
+    svc = await mounted(make_service, 1 << 20)
+    a, b = h("ua"), h("ub")
+    await put_batch(svc, [(a, ""), (b, a)])
+    assert await svc.unregister_radix_tree_keys([b]) == 1
+    assert (await svc.get_keys_by_prefix(a)).children == []
+    assert await stored(svc, [b]) == [True]  # the object stays; only the index forgets it
+    report = await fsck(svc)
+    assert report.clean, report.to_dict()
