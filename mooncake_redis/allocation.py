@@ -1,0 +1,204 @@
+"""Buffers in segments: reserve (distinct segments, node by node), free, apply outbox frees.
+
+Every put reads the segment registry, so the copy a worker caches lives here; every segment-tag
+script goes through ``_segment_groups`` (one call per node, as a cluster cannot cross slots).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import MooncakeError
+from .models import ReplicateConfig
+from .radix import RadixMixin
+from .records import FreePair, _s, parse_entry
+
+SEGMENT_CACHE_S = 0.5  # how long a worker trusts its copy of the segment registry
+
+
+@dataclass
+class _Put:
+    index: int
+    key: str
+    size: int
+    prefix: str
+    shard: int
+    pid: str
+    cfg: ReplicateConfig
+    reps: list[dict[str, Any]] = field(default_factory=list)
+    gen: int = 0
+    maxsize: int = 0  # largest mounted segment seen while reserving
+    adopted: bool = False  # failed, but its node already names the parent: keep the edge
+    parent_stored: bool = False  # the parent block was completely stored when linked
+
+
+class AllocationMixin(RadixMixin):
+    _seg_cache: list[str] | None = None
+    _seg_cache_at: float = 0.0
+
+    async def _segment_ids(self, refresh: bool = False) -> list[str]:
+        now = time.monotonic()
+        if refresh or self._seg_cache is None or now - self._seg_cache_at > SEGMENT_CACHE_S:
+            raw = await self.backend.client.hkeys(self.keys.global_key("segments"))
+            self._seg_cache = sorted(_s(x) for x in raw)
+            self._seg_cache_at = now
+        return list(self._seg_cache)
+
+    def _segments_changed(self) -> None:
+        self._seg_cache = None
+
+    async def _segment_groups(
+        self, script: str, groups: Sequence[tuple[str, Sequence[Any]]], head: Sequence[Any] = ()
+    ) -> list[Any]:
+        """One call per node over segment groups (segment id, n items flattened);
+        returns the replies of the calls (not per group)."""
+        if not groups:
+            return []
+        anchors = [self.keys.segment_anchor(seg) for seg, _ in groups]
+        limit = self.config.script_batch_size
+
+        async def run(node: Any, idx: list[int]) -> list[Any]:
+            replies: list[Any] = []
+            for start in range(0, len(idx), limit):
+                part = idx[start : start + limit]
+                keys = [anchors[j] for j in part]
+                argv: list[Any] = [*head, len(part)]
+                for j in part:
+                    data = groups[j][1]
+                    argv.extend((anchors[j], len(data) // max(1, _arity(script)), *data))
+                declared = keys[:1] if self.backend.cluster else keys
+                replies.append((part, await self.backend.call(script, declared, argv, node)))
+            return replies
+
+        out: list[Any] = []
+        for _, calls in await self.backend.per_node(anchors, run):
+            out.extend(calls)
+        return out
+
+    async def _reserve(self, puts: Sequence[_Put], retried: bool = False) -> None:
+        """Allocates up to replica_num buffers per put, on distinct segments."""
+        if not puts:
+            return
+        seg_ids = await self._segment_ids()
+        if seg_ids:
+            anchors = [self.keys.segment_anchor(s) for s in seg_ids]
+            groups = self.backend.group(anchors)
+            node_of_seg: dict[str, int] = {}
+            for gi, (_, idx) in enumerate(groups):
+                for j in idx:
+                    node_of_seg[seg_ids[j]] = gi
+            # Per put: its node order (preferred segments' nodes first, then a random rotation).
+            plans: list[list[int]] = []
+            for p in puts:
+                order: list[int] = []
+                for s in p.cfg.preferred():
+                    gi = node_of_seg.get(s, -1)
+                    if gi >= 0 and gi not in order:
+                        order.append(gi)
+                start = random.randrange(len(groups))
+                for k in range(len(groups)):
+                    gi = (start + k) % len(groups)
+                    if gi not in order:
+                        order.append(gi)
+                plans.append(order)
+            step = 0
+            while True:
+                calls: dict[int, list[int]] = {}
+                for n, p in enumerate(puts):
+                    if len(p.reps) < p.cfg.replica_num and step < len(plans[n]):
+                        calls.setdefault(plans[n][step], []).append(n)
+                if not calls:
+                    break
+                await asyncio.gather(
+                    *(
+                        self._reserve_on(
+                            groups[gi][0],
+                            [seg_ids[j] for j in groups[gi][1]],
+                            [puts[n] for n in ns],
+                        )
+                        for gi, ns in calls.items()
+                    )
+                )
+                step += 1
+        if (
+            not retried
+            and any(not p.reps for p in puts)
+            and (time.monotonic() - self._seg_cache_at > 0.05)
+        ):
+            # Maybe this worker's copy of the registry is stale: look again once.
+            self._segments_changed()
+            await self._reserve([p for p in puts if not p.reps], retried=True)
+
+    async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[_Put]) -> None:
+        anchors = [self.keys.segment_anchor(s) for s in seg_ids]
+        pos = {s: i + 1 for i, s in enumerate(seg_ids)}
+        for start in range(0, len(puts), self.config.script_batch_size):
+            part = puts[start : start + self.config.script_batch_size]
+            argv: list[Any] = [len(anchors), *anchors, len(part)]
+            for p in part:
+                pref = [pos[s] for s in p.cfg.preferred() if s in pos]
+                argv.extend(
+                    (
+                        p.key,
+                        p.pid,
+                        p.size,
+                        p.cfg.replica_num - len(p.reps),
+                        random.randrange(len(anchors)),
+                        len(pref),
+                        *pref,
+                    )
+                )
+            declared = anchors[:1] if self.backend.cluster else anchors
+            now, per_item, maxsize = await self.backend.call("alloc_reserve", declared, argv, node)
+            for p, got in zip(part, per_item):
+                for kidx, off, base, ep, proto, name in got:
+                    p.reps.append(
+                        {
+                            "seg": seg_ids[int(kidx) - 1],
+                            "off": int(off),
+                            "len": p.size,
+                            "base": _s(base),
+                            "ep": _s(ep),
+                            "proto": _s(proto),
+                            "name": _s(name),
+                            "ms": int(now),
+                        }
+                    )
+                p.maxsize = max(int(maxsize), p.maxsize)
+
+    async def _free_reservations(self, puts: Sequence[_Put]) -> None:
+        by_seg: dict[str, list[Any]] = {}
+        for p in puts:
+            for r in p.reps:
+                by_seg.setdefault(r["seg"], []).extend((r["off"], p.pid))
+        await self._segment_groups("alloc_free", list(by_seg.items()))
+
+    async def apply_frees(self, frees: Sequence[FreePair]) -> int:
+        """Applies outbox entries to the allocators, then acknowledges them. Idempotent."""
+        if not frees:
+            return 0
+        by_seg: dict[str, list[Any]] = {}
+        for _, entry in frees:
+            seg, off, pid = parse_entry(entry)
+            by_seg.setdefault(seg, []).extend((off, pid))
+        valid = []
+        for seg, data in by_seg.items():
+            try:
+                self.keys.segment_anchor(seg)
+            except MooncakeError:
+                continue
+            valid.append((seg, data))
+        await self._segment_groups("alloc_free", valid)
+        await self.checkpoint("drain:freed")
+        await self.run_sharded("outbox_ack", [(sh, [e]) for sh, e in frees])
+        return len(frees)
+
+
+def _arity(script: str) -> int:
+    """Items per entry of segment group scripts (offset, put id pairs, or none)."""
+    return {"alloc_free": 2, "alloc_confirm": 2}.get(script, 1)

@@ -1,0 +1,150 @@
+"""The store's fsck checks (invariants 3 and 4).
+
+Registered into ``fsck.EXTRA_CHECKS`` on import, so fsck itself need not know the store.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from .records import _s, parse_alloc_record, parse_entry
+
+
+async def check_store(service: Any, report: Any, now: int) -> None:
+    """Invariant 3: inside every segment, allocations and free extents never overlap and tile
+    [0, size); ``allocated`` equals the sum of the allocation records; every record is owned (an
+    object replica with the same put id, a scheduled free in the discarded set or an outbox, or a
+    reservation still pending); capacity is the sum of mounted segments. Invariant 4: every
+    object's replicas point into mounted segments, at a record of their size and put id; objects
+    registered in the radix index are in their node."""
+    client = service.backend.client
+    keys = service.keys
+    reg = {_s(k): _s(v) for k, v in (await client.hgetall(keys.global_key("segments"))).items()}
+    segs: dict[str, dict[str, Any]] = {}
+    capacity = allocated_total = 0
+    for seg_id in sorted(reg):
+        info = {
+            _s(k): _s(v) for k, v in (await client.hgetall(keys.segment_anchor(seg_id))).items()
+        }
+        if not info:
+            report.add("segment_without_allocator", seg_id, f"registry lists {seg_id} without info")
+            continue
+        size = int(info["size"])
+        free = await client.zrange(keys.segment_key(seg_id, "free_off"), 0, -1, withscores=True)
+        flen = {
+            _s(m): int(sc)
+            for m, sc in await client.zrange(
+                keys.segment_key(seg_id, "free_len"), 0, -1, withscores=True
+            )
+        }
+        allocs = {
+            int(_s(k)): parse_alloc_record(_s(v))
+            for k, v in (await client.hgetall(keys.segment_key(seg_id, "alloc"))).items()
+        }
+        pending = {
+            int(_s(m)) for m in await client.zrange(keys.segment_key(seg_id, "pending"), 0, -1)
+        }
+        extents: list[tuple[int, int, str]] = []
+        if {_s(m) for m, _ in free} != set(flen):
+            report.add("free_index", seg_id, "free_off and free_len members differ")
+        for m, sc in free:
+            extents.append((int(sc), flen.get(_s(m), 0), "free"))
+        for off, (length, _pid, _ms, owner) in allocs.items():
+            extents.append((off, length, "alloc " + owner))
+        extents.sort()
+        pos = 0
+        for off, length, what in extents:
+            if off < pos:
+                report.add(
+                    "alloc_overlap", seg_id, f"{what} at {off} overlaps the extent ending at {pos}"
+                )
+            if length <= 0:
+                report.add("alloc_overlap", seg_id, f"{what} at {off} has length {length}")
+            pos = max(pos, off + length)
+        covered = sum(length for _, length, _ in extents)
+        if pos > size or (info.get("mounted") == "1" and covered != size):
+            report.add(
+                "alloc_coverage", seg_id, f"extents cover {covered} of {size} bytes, end {pos}"
+            )
+        adj = [e for e in extents if e[2] == "free"]
+        for a, b in itertools.pairwise(adj):
+            if a[0] + a[1] == b[0]:
+                report.add("free_not_coalesced", seg_id, f"free extents at {a[0]} and {b[0]} touch")
+        total = sum(length for length, *_ in allocs.values())
+        if total != int(info.get("allocated", 0)):
+            report.add(
+                "allocated_bytes",
+                seg_id,
+                f"allocated={info.get('allocated')} but records sum {total}",
+            )
+        if info.get("mounted") == "1":
+            capacity += size
+            allocated_total += total
+        segs[seg_id] = {"info": info, "allocs": allocs, "pending": pending}
+    # Objects and scheduled frees, shard by shard.
+    referenced: set[tuple[str, int, str]] = set()
+    objects = 0
+    for shard in range(keys.num_shards):
+        for e in await client.lrange(keys.shard_key(shard, "outbox"), 0, -1):
+            referenced.add(parse_entry(_s(e)))
+        for e in await client.zrange(keys.shard_key(shard, "discarded"), 0, -1):
+            referenced.add(parse_entry(_s(e)))
+        members = await client.smembers(keys.shard_key(shard, "objects"))
+        for m in members:
+            key = _s(m)
+            objects += 1
+            obj = {_s(k): _s(v) for k, v in (await client.hgetall(keys.obj(shard, key))).items()}
+            if not obj:
+                report.add("object_index", key, "objects set lists a key without metadata")
+                continue
+            if service.shard_of_key(key) != shard:
+                report.add("object_shard", key, f"object in shard {shard}, expected another")
+            reps = json.loads(obj["r"]) if obj.get("r") else []
+            if not reps:
+                report.add("object_without_replica", key, "object has no replica")
+            for r in reps:
+                seg, off = str(r["seg"]), int(r["off"])
+                referenced.add((seg, off, obj["pid"]))
+                s = segs.get(seg)
+                if s is None or s["info"].get("mounted") != "1":
+                    report.add(
+                        "replica_unmounted", key, f"replica on segment {seg} that is not mounted"
+                    )
+                    continue
+                rec = s["allocs"].get(off)
+                if rec is None or rec[1] != obj["pid"] or rec[0] != int(r["len"]):
+                    report.add(
+                        "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
+                    )
+            if obj.get("rad") == "1":
+                nk = keys.node_keys(shard, obj.get("pfx", ""))
+                if not await client.sismember(nk, key):
+                    report.add("object_not_registered", key, "rad=1 but the key is not in its node")
+            elif service.config.enable_radix_tree is False and obj.get("rad"):
+                report.add("object_not_registered", key, "radix state with the flag off")
+    for seg_id, s in segs.items():
+        for off, (_len, pid, _ms, owner) in s["allocs"].items():
+            if (seg_id, off, pid) not in referenced and off not in s["pending"]:
+                report.add(
+                    "alloc_leak", seg_id, f"record at {off} (owner {owner!r}) is not referenced"
+                )
+    report.counts.update(
+        objects=objects,
+        segments=len(segs),
+        capacity_bytes=capacity,
+        allocated_bytes=allocated_total,
+    )
+
+
+def _register_fsck() -> None:
+    try:
+        from . import fsck
+    except ImportError:  # pragma: no cover
+        return
+    if check_store not in fsck.EXTRA_CHECKS:
+        fsck.EXTRA_CHECKS.append(check_store)
+
+
+_register_fsck()

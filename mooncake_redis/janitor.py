@@ -1,0 +1,161 @@
+"""The janitor: reclaims what crashes and silent clients leave behind.
+
+Expired clients, half-done unmounts, stale puts, unconfirmed allocations, undrained outboxes.
+Every step is safe to run concurrently with itself, so any worker may run it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .records import FreePair, _s, parse_alloc_record
+from .segments import SegmentsMixin
+from .service_base import ShardItem
+
+
+@dataclass
+class JanitorReport:
+    ran: bool = True
+    expired_clients: int = 0
+    unmounted_segments: int = 0
+    discarded_puts: int = 0
+    released_buffers: int = 0
+    confirmed_allocations: int = 0
+    reclaimed_allocations: int = 0
+    drained_frees: int = 0
+
+
+class JanitorMixin(SegmentsMixin):
+    async def run_janitor_once(self, force: bool = False) -> JanitorReport:
+        """Client expiry, unfinished unmounts, stale puts, pending allocations, outbox drain.
+        At most once per ``janitor_interval_ms`` across all workers (SET NX PX on the global
+        janitor key) unless ``force``. Every step is safe to run concurrently with itself."""
+        if not force:
+            ok = await self.backend.client.set(
+                self.keys.global_key("janitor"),
+                uuid.uuid4().hex,
+                nx=True,
+                px=self.config.janitor_interval_ms,
+            )
+            if not ok:
+                return JanitorReport(ran=False)
+        rep = JanitorReport()
+        await self.expire_clients(rep)
+        await self.resume_unmounts(rep)
+        await self.discard_stale_puts(rep)
+        await self.reclaim_allocations(rep)
+        await self.drain_outboxes(rep)
+        return rep
+
+    async def expire_clients(self, rep: JanitorReport | None = None) -> int:
+        """Unmounts the segments of clients silent longer than client_live_ttl_ms."""
+        rep = rep or JanitorReport()
+        g = self.keys.global_key
+        now, segs, expired = await self.backend.call(
+            "clients_expired",
+            [g("segments"), g("clients")],
+            [self.config.client_live_ttl_ms, self.config.script_batch_size],
+        )
+        pairs = [(_s(segs[i]), _s(segs[i + 1])) for i in range(0, len(segs), 2)]
+        for seg_id, _client in pairs:
+            await self.unmount_segment(seg_id)
+            rep.unmounted_segments += 1
+        if expired:
+            cutoff = int(now) - self.config.client_live_ttl_ms
+            rep.expired_clients += int(
+                await self.backend.call(
+                    "clients_remove", [g("clients")], [cutoff, *(_s(c) for c in expired)]
+                )
+            )
+        return rep.unmounted_segments
+
+    async def resume_unmounts(self, rep: JanitorReport | None = None) -> None:
+        rep = rep or JanitorReport()
+        for st in await self.segment_stats():
+            if not st.mounted:
+                await self._finish_unmount(st.id, st.client_id)
+                rep.unmounted_segments += 1
+
+    async def discard_stale_puts(self, rep: JanitorReport | None = None) -> None:
+        """Discards PROCESSING puts older than the discard timeout (their buffers are released
+        at put start + release timeout) and releases due discarded buffers."""
+        rep = rep or JanitorReport()
+        c = self.config
+        limit = c.script_batch_size
+        items: list[ShardItem] = [(s, []) for s in range(c.num_shards)]
+        for _ in range(16):
+            conts: list[Any] = []
+            frees: list[FreePair] = []
+            more = False
+            for idx, (d, r, cs, fs) in await self.run_sharded(
+                "janitor_shard",
+                items,
+                [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit],
+            ):
+                rep.discarded_puts += int(d)
+                rep.released_buffers += int(r)
+                more = more or int(d) >= limit or int(r) >= limit
+                conts.extend(cs)
+                frees.extend((int(sh), _s(e)) for sh, e in fs)
+                del idx
+            await self.finish_unlinks(conts)
+            rep.drained_frees += await self.apply_frees(frees)
+            if not more:
+                break
+
+    async def reclaim_allocations(self, rep: JanitorReport | None = None) -> None:
+        """Pending allocations older than the commit deadline: confirmed if their owner object
+        references them (or their free is scheduled), freed past the reclaim grace otherwise."""
+        rep = rep or JanitorReport()
+        c = self.config
+        ids = await self._segment_ids(True)
+        if not ids:
+            return
+        now = await self.backend.time_ms()
+        records: list[tuple[str, int, str, int, str]] = []  # seg, off, pid, ms, owner
+        for part, reply in await self._segment_groups(
+            "alloc_pending",
+            [(s, []) for s in ids],
+            [now - c.alloc_commit_deadline_ms, c.script_batch_size],
+        ):
+            for j, row in zip(part, reply):
+                for k in range(0, len(row), 2):
+                    _, pid, ms, owner = parse_alloc_record(_s(row[k + 1]))
+                    records.append((ids[j], int(_s(row[k])), pid, ms, owner))
+        if not records:
+            return
+        checks = await self.run_sharded_items(
+            "owner_check",
+            [(self.shard_of_key(o), [o, seg, off, pid]) for seg, off, pid, _, o in records],
+        )
+        confirm: dict[str, list[Any]] = {}
+        free: dict[str, list[Any]] = {}
+        for (seg, off, pid, ms, _), hit in zip(records, checks):
+            if int(hit):
+                confirm.setdefault(seg, []).extend((off, pid))
+                rep.confirmed_allocations += 1
+            elif ms <= now - c.alloc_reclaim_grace_ms:
+                free.setdefault(seg, []).extend((off, pid))
+                rep.reclaimed_allocations += 1
+        await self._segment_groups("alloc_confirm", list(confirm.items()))
+        await self._segment_groups("alloc_free", list(free.items()))
+
+    async def drain_outboxes(self, rep: JanitorReport | None = None) -> int:
+        """Applies every shard's outbox (frees left by a crash between erase and drain)."""
+        rep = rep or JanitorReport()
+        items: list[ShardItem] = [(s, []) for s in range(self.config.num_shards)]
+        total = 0
+        for _ in range(64):
+            frees: list[FreePair] = []
+            for idx, reply in await self.run_sharded(
+                "outbox_peek", items, [self.config.script_batch_size]
+            ):
+                for i, entries in zip(idx, reply):
+                    frees.extend((items[i][0], _s(e)) for e in entries)
+            if not frees:
+                break
+            total += await self.apply_frees(frees)
+        rep.drained_frees += total
+        return total

@@ -1,0 +1,122 @@
+"""Segment lifecycle and clients: mount, remount, unmount, stats, ping.
+
+Unmount drops replicas in other shards before the allocator goes, so it is resumable: a crash
+leaves the segment unmounted-but-present and the janitor finishes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .allocation import AllocationMixin
+from .errors import MooncakeError
+from .models import PingResponse, Segment, SegmentStats, check_segment
+from .prefix import check_str
+from .records import FreePair, _s, parse_alloc_record
+from .service_base import ShardItem
+
+
+class SegmentsMixin(AllocationMixin):
+    async def mount_segment(self, segment: Segment | Mapping[str, Any], client_id: str) -> None:
+        """MountSegment: idempotent (an already mounted segment is left as it is)."""
+        seg = check_segment(segment)
+        anchor = self.keys.segment_anchor(seg.id)  # validates the id
+        client = check_str("client_id", client_id, self.config.max_key_length)
+        g = self.keys.global_key
+        await self.backend.call("segment_register", [g("segments"), g("clients")], [seg.id, client])
+        await self.checkpoint("mount:registered")
+        code, msg, owner = await self.backend.call(
+            "segment_mount",
+            [anchor],
+            [seg.name, str(seg.base), seg.size, seg.te_endpoint, seg.protocol, client],
+        )
+        self._segments_changed()
+        if int(code) != 0:
+            raise MooncakeError(int(code), f"segment {seg.id}: {_s(msg)}")
+        if _s(owner) != client:  # mounted earlier by another client: keep its registry entry
+            await self.backend.client.hset(g("segments"), seg.id, _s(owner))
+
+    async def remount_segment(
+        self, segments: Sequence[Segment | Mapping[str, Any]], client_id: str
+    ) -> None:
+        """ReMountSegment: mounts each (idempotently), e.g. after Ping said NEED_REMOUNT."""
+        checked = [check_segment(s) for s in segments]
+        await asyncio.gather(*(self.mount_segment(s, client_id) for s in checked))
+
+    async def unmount_segment(self, segment_id: str, client_id: str = "") -> None:
+        """UnmountSegment: drops every replica on the segment (objects left without a replica are
+        erased and unregistered). An unknown segment is OK."""
+        anchor = self.keys.segment_anchor(segment_id)
+        found, owner = await self.backend.call("segment_unmount_begin", [anchor], [])
+        self._segments_changed()
+        if int(found) == 0:
+            await self.backend.call(
+                "segment_deregister", [self.keys.global_key("segments")], [segment_id, ""]
+            )
+            return
+        await self.checkpoint("unmount:begun")
+        await self._finish_unmount(segment_id, _s(owner))
+
+    async def _finish_unmount(self, segment_id: str, owner: str) -> None:
+        alloc_key = self.keys.segment_key(segment_id, "alloc")
+        cursor: Any = 0
+        while True:
+            cursor, data = await self.backend.client.hscan(
+                alloc_key, cursor, count=self.config.script_batch_size
+            )
+            items: list[ShardItem] = []
+            for off, rec in data.items():
+                _, pid, _, key = parse_alloc_record(_s(rec))
+                items.append((self.shard_of_key(key), [key, segment_id, int(_s(off)), pid]))
+            conts: list[Any] = []
+            frees: list[FreePair] = []
+            for _, (_d, _e, cs, fs) in await self.run_sharded("segment_drop", items):
+                conts.extend(cs)
+                frees.extend((int(sh), _s(e)) for sh, e in fs)
+            await self.finish_unlinks(conts)
+            await self.apply_frees(frees)
+            if int(cursor) == 0:
+                break
+        await self.checkpoint("unmount:dropped")
+        await self.backend.call("segment_unmount_end", [self.keys.segment_anchor(segment_id)], [])
+        await self.backend.call(
+            "segment_deregister", [self.keys.global_key("segments")], [segment_id, owner]
+        )
+        self._segments_changed()
+
+    async def segment_stats(self, segment_ids: Sequence[str] | None = None) -> list[SegmentStats]:
+        """Per registered segment: size, allocated bytes (cheap to sum for the used ratio)."""
+        ids = list(segment_ids) if segment_ids is not None else await self._segment_ids(True)
+        out: dict[str, SegmentStats] = {}
+        for part, reply in await self._segment_groups("segment_info", [(s, []) for s in ids]):
+            for j, row in zip(part, reply):
+                if not row:
+                    continue
+                f = [None if x is None else _s(x) for x in row]
+                out[ids[j]] = SegmentStats(
+                    id=ids[j],
+                    name=f[0] or "",
+                    client_id=f[5] or "",
+                    size=int(f[2] or 0),
+                    allocated=int(f[6] or 0),
+                    mounted=f[7] == "1",
+                    allocations=int(f[8] or 0),
+                    pending=int(f[9] or 0),
+                )
+        return [out[s] for s in ids if s in out]
+
+    async def used_ratio(self) -> float:
+        stats = [s for s in await self.segment_stats() if s.mounted]
+        cap = sum(s.size for s in stats)
+        return sum(s.allocated for s in stats) / cap if cap else 0.0
+
+    # ------------------------------------------------------------------ clients
+    async def ping(self, client_id: str) -> PingResponse:
+        client = check_str("client_id", client_id, self.config.max_key_length)
+        g = self.keys.global_key
+        view, status = await self.backend.call(
+            "client_ping", [g("clients"), g("meta")], [client, self.config.client_live_ttl_ms]
+        )
+        return PingResponse(int(_s(view)), _s(status))
