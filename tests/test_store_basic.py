@@ -366,13 +366,14 @@ async def test_unmount_vetoes_uncommitted_reservation(make_service: Any) -> None
 
 
 async def test_client_expiry(make_service: Any) -> None:
-    svc = await mounted(make_service, n=1, client_live_ttl_ms=300, enable_radix_tree=True)
+    # c2 pings every 0.3 s; C stays silent for 1.2 s: only C outlives the 1 s ttl.
+    svc = await mounted(make_service, n=1, client_live_ttl_ms=1000, enable_radix_tree=True)
     await svc.mount_segment(Segment("other", "o", 0, MB), "c2")
     assert (await svc.ping(C)).client_status == "OK"
     key = f"{h('x')}_0_k"
     await put(svc, key, preferred_segment="seg0")
     for _ in range(4):
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)
         await svc.ping("c2")
     rep = await svc.run_janitor_once(force=True)
     assert rep.expired_clients == 1 and rep.unmounted_segments == 1
