@@ -132,21 +132,29 @@ async def populate(
     return hashes
 
 
+async def scan_namespace(svc: MasterService, pattern: str, count: int = 2000) -> list[Any]:
+    """Every key matching ``pattern`` on every primary (one SCAN walk per node)."""
+    client = svc.backend.client
+    if not svc.backend.cluster:
+        return [k async for k in client.scan_iter(match=pattern, count=count)]
+    found: list[Any] = []
+    for node in client.get_primaries():
+        cursor: Any = 0
+        while True:
+            reply = await client.execute_command(
+                "SCAN", cursor, "MATCH", pattern, "COUNT", count, target_nodes=node
+            )
+            cursor, keys = reply
+            if isinstance(cursor, dict):  # redis-py's cluster SCAN: ({node name: cursor}, keys)
+                cursor = next(iter(cursor.values()))
+            found.extend(keys)
+            if int(cursor) == 0:
+                break
+    return found
+
+
 async def drop_namespace(svc: MasterService) -> None:
     """Deletes every key of the service's namespace (benchmarks clean up after themselves)."""
-    pattern = "{" + svc.config.namespace + ":*"
-    client = svc.backend.client
-    if svc.backend.cluster:
-        for node in client.get_primaries():
-            conn = client.get_redis_connection(node)
-            async for key in conn.scan_iter(match=pattern, count=2000):
-                await conn.unlink(key)
-    else:
-        batch: list[Any] = []
-        async for key in client.scan_iter(match=pattern, count=2000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                await client.unlink(*batch)
-                batch.clear()
-        if batch:
-            await client.unlink(*batch)
+    keys = await scan_namespace(svc, "{" + svc.config.namespace + ":*")
+    for start in range(0, len(keys), 1000):
+        await svc.backend.client.unlink(*keys[start : start + 1000])

@@ -13,7 +13,9 @@ async def used_memory(svc: Any) -> int:
     if svc.backend.cluster:
         total = 0
         for node in client.get_primaries():
-            info = await client.get_redis_connection(node).info("memory")
+            info = await client.info("memory", target_nodes=node)
+            if isinstance(info, dict) and node.name in info:
+                info = info[node.name]
             total += int(info["used_memory"])
         return total
     return int((await client.info("memory"))["used_memory"])

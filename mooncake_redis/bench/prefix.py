@@ -6,21 +6,20 @@ import random
 from functools import partial
 from typing import Any
 
-from .common import drop_namespace, fresh_service, mount, populate, summary_ms, timed
+from .common import (
+    drop_namespace,
+    fresh_service,
+    mount,
+    populate,
+    scan_namespace,
+    summary_ms,
+    timed,
+)
 
 
 async def scan_for_prefix(svc: Any, prefix: str) -> list[bytes]:
     """Without the index: SCAN the whole namespace for the prefix's object keys."""
-    client = svc.backend.client
-    pattern = "{" + svc.config.namespace + ":*}:o:" + prefix + "*"
-    found: list[bytes] = []
-    if svc.backend.cluster:
-        for node in client.get_primaries():
-            conn = client.get_redis_connection(node)
-            found.extend([k async for k in conn.scan_iter(match=pattern, count=1000)])
-    else:
-        found.extend([k async for k in client.scan_iter(match=pattern, count=1000)])
-    return found
+    return await scan_namespace(svc, "{" + svc.config.namespace + ":*}:o:" + prefix + "*", 1000)
 
 
 async def bench_prefix(
