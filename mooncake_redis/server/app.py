@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -284,9 +284,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     errors: dict[int | str, dict[str, Any]] = {
         400: {"model": ErrorResponse, "description": "INVALID_PARAMS and other caller errors"},
         401: {"model": ErrorResponse, "description": "missing or wrong bearer token"},
+        403: {"model": ErrorResponse, "description": "ILLEGAL_CLIENT: another client's put"},
         404: {"model": ErrorResponse, "description": "OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND"},
         409: {"model": ErrorResponse, "description": "OBJECT_ALREADY_EXISTS, OBJECT_HAS_LEASE"},
         503: {"model": ErrorResponse, "description": "Redis unreachable (RPC_FAIL)"},
+        507: {"model": ErrorResponse, "description": "NO_AVAILABLE_HANDLE: no space, Redis OOM"},
     }
     for rpc in worker.rpcs:
         app.add_api_route(
@@ -318,12 +320,19 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def health() -> Response:
         return JSONBody({"status": "ok"})
 
-    @app.get("/ready", tags=["ops"], summary="Readiness: Redis reachable, scripts loaded.")
+    @app.get(
+        "/ready",
+        tags=["ops"],
+        summary="Readiness: Redis reachable, scripts loaded.",
+        responses={503: {"description": "not ready: starting, stopping or Redis unreachable"}},
+    )
     async def ready() -> Response:
         ok, info = await worker.ready()
         return JSONBody(info, status_code=200 if ok else 503)
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics.")
+    @app.get(
+        "/metrics", tags=["ops"], summary="Prometheus metrics.", response_class=PlainTextResponse
+    )
     async def metrics() -> Response:
         return Response(await worker.metrics.render(), media_type=CONTENT_TYPE)
 
