@@ -41,8 +41,13 @@ class SegmentsMixin(AllocationMixin):
     async def remount_segment(
         self, segments: Sequence[Segment | Mapping[str, Any]], client_id: str
     ) -> None:
-        """ReMountSegment: mounts each (idempotently), e.g. after Ping said NEED_REMOUNT."""
+        """ReMountSegment: mounts each (idempotently), e.g. after Ping said NEED_REMOUNT.
+        Every segment and the client id are checked before anything is written, so a rejected
+        call changes nothing."""
+        check_str("client_id", client_id, self.config.max_key_length)
         checked = [check_segment(s) for s in segments]
+        for seg in checked:
+            self.keys.segment_anchor(seg.id)  # raises INVALID_PARAMS for a bad id
         await asyncio.gather(*(self.mount_segment(s, client_id) for s in checked))
 
     async def unmount_segment(self, segment_id: str, client_id: str = "") -> None:
