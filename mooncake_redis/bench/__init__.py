@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import os
 import platform
@@ -45,15 +44,20 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
 
         return lambda: bench_memory(url, objects=20_000 if args.quick else 100_000)
     if name == "eviction":
-        try:
-            module = importlib.import_module("mooncake_redis.eviction.bench")
-        except ModuleNotFoundError:
-            return None
-        fn = getattr(module, "bench_eviction", None)
-        if fn is None:
-            return None
-        small, large = (2_000, 20_000) if args.quick else (20_000, 200_000)
-        return lambda: fn(url, sizes=(small, large))
+        from ..eviction.bench import run as run_eviction
+
+        tree_sizes = "2000,20000" if args.quick else "20000,200000"
+        ns = argparse.Namespace(
+            redis_url=url,
+            sizes=sizes,
+            evict=200 if args.quick else 2000,
+            depth=20,
+            repeat=3,
+            num_shards=64,
+            policy="lru",
+            json=True,
+        )
+        return lambda: run_eviction(ns)
     raise ValueError(name)
 
 
