@@ -49,7 +49,7 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
         tree_sizes = "2000,20000" if args.quick else "20000,200000"
         ns = argparse.Namespace(
             redis_url=url,
-            sizes=sizes,
+            sizes=tree_sizes,
             evict=200 if args.quick else 2000,
             depth=20,
             repeat=3,
