@@ -152,6 +152,8 @@ async def bench_round_trips(url: str) -> dict[str, Any]:
         await svc.batch_exist_key(["warm"])  # warm the segment registry cache
         cnt = CommandCounter(svc)
         b1, b0 = block_hash(1, "rt"), block_hash(0, "rt")
+        await svc.put_start(CLIENT, b0, [4096])  # a stored parent: the put guard accepts b1
+        await svc.put_end(CLIENT, b0)
         cfg = ReplicateConfig(parent_block_hash=b0)
         rows["put_start"] = await cnt.measure(lambda: svc.put_start(CLIENT, b1, [4096], cfg))
         rows["put_end"] = await cnt.measure(lambda: svc.put_end(CLIENT, b1))
