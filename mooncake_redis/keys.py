@@ -38,7 +38,7 @@ SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
     "free_off": ":free_off",  # ZSET   free extent offset -> offset
     "free_len": ":free_len",  # ZSET   free extent offset -> length
-    "alloc": ":alloc",  # HASH   offset -> "len|owner key|put id|alloc ms"
+    "alloc": ":alloc",  # HASH   offset -> "len|put id|alloc ms|owner key" (owner last: may hold |)
     "pending": ":pending",  # ZSET   offset -> alloc ms, allocations not yet confirmed
 }
 GLOBAL_SUFFIXES: dict[str, str] = {
