@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
 
 import pytest
 
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
 from mooncake_redis.cli import main
-from mooncake_redis.eviction import get_policy, serve_hook
+from mooncake_redis.eviction import get_policy
 from tests.eviction_helpers import OBJ, chain, put_blocks, seg
 
 
@@ -66,36 +65,3 @@ def test_policies() -> None:
         assert e.value.code == ErrorCode.INVALID_PARAMS
 
 
-async def test_serve_hook_exports_metrics(make_service: Any) -> None:
-    class Counter:
-        def __init__(self) -> None:
-            self.n = 0.0
-
-        def inc(self, v: float = 1.0) -> None:
-            self.n += v
-
-        def observe(self, v: float) -> None:
-            self.n = max(self.n, v)
-
-    class Metrics:
-        eviction_passes = Counter()
-        evicted_by_me = Counter()
-        cascade_depth = Counter()
-
-    svc: MasterService = await make_service(
-        enable_radix_tree=True, eviction_high_watermark_ratio=0.5, eviction_ratio=0.5
-    )
-    await svc.mount_segment(seg(0, 10 * OBJ), "c")
-    m = Metrics()
-    handle = serve_hook.start(svc, m, check_interval_ms=10)
-    try:
-        await put_blocks(svc, chain("hook", 6))
-        for _ in range(200):
-            if m.evicted_by_me.n >= 6:
-                break
-            await asyncio.sleep(0.01)
-        assert m.evicted_by_me.n == 6 and m.cascade_depth.n == 6 and m.eviction_passes.n >= 1
-    finally:
-        await handle.stop()
-    st = await svc.evictor_lease.read()
-    assert st.holder == ""  # released on stop

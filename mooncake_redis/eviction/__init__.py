@@ -8,7 +8,6 @@
 - :mod:`.commands`: ``mooncake-redis evictor``; :mod:`.bench`: ``bench-eviction``.
 """
 
-from . import serve_hook
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
 from .metrics import EvictionMetrics, EvictionResult
 from .mixin import EvictionMixin, Usage
@@ -25,5 +24,4 @@ __all__ = [
     "LruFreqPolicy",
     "Usage",
     "get_policy",
-    "serve_hook",
 ]
