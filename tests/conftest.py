@@ -16,14 +16,14 @@ import pytest
 import redis
 
 from mooncake_redis import Config, MasterService
-from tests.servers import RedisCluster, ensure_standalone, test_redis_url
+from tests.servers import RedisCluster, ensure_standalone, standalone_url
 
 BACKENDS = os.environ.get("MOONCAKE_REDIS_TEST_BACKENDS", "fake,redis,cluster").split(",")
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    return ensure_standalone(test_redis_url())
+    return ensure_standalone(standalone_url())
 
 
 @pytest.fixture(scope="session")

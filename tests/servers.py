@@ -187,5 +187,5 @@ def ensure_standalone(url: str = "redis://127.0.0.1:6379") -> str:
     return url
 
 
-def test_redis_url() -> str:
+def standalone_url() -> str:
     return os.environ.get("MOONCAKE_REDIS_TEST_URL", "redis://127.0.0.1:6379")

@@ -36,7 +36,7 @@ from mooncake_redis.fsck import fsck, load_nodes
 from mooncake_redis.model import Answer, Model
 from mooncake_redis.models import ReplicateConfig, Segment
 from tests.helpers import h
-from tests.servers import ensure_standalone, test_redis_url
+from tests.servers import ensure_standalone, standalone_url
 
 LEASE = 120
 UNIT = 1000
@@ -366,4 +366,4 @@ TestModelRealRedis.settings = SETTINGS
 
 @pytest.fixture(autouse=True, scope="module")
 def _real_redis_up() -> None:
-    RealLru.URL = ensure_standalone(test_redis_url())
+    RealLru.URL = ensure_standalone(standalone_url())
