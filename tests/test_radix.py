@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
+from mooncake_redis.bench.common import drop_namespace
 from mooncake_redis.fsck import fsck
 from tests.helpers import h, hashes_in_shard, mha_keys
 
@@ -247,6 +248,7 @@ async def test_concurrent_registration_two_processes(real_backend_url: str) -> N
     await assert_clean(svc)
     await svc.unregister_radix_tree_keys([h(f"{t}{i}") for t in "xy" for i in range(40)])
     assert (await fsck(svc)).counts["nodes"] == 0
+    await drop_namespace(svc)
     await svc.aclose()
 
 
