@@ -2,10 +2,13 @@
 -- evict_leaves: write step of radix eviction: evicts whole leaves, each atomically: re-checks
 -- that it is still a leaf (no child: a parent that gained a child survives) and that every key
 -- may be evicted now, then erases every stored key (buffer frees to the shard outbox, keys
--- unregistered) and unregisters the keys registered but not stored. The node collapses; a parent
--- in the same shard becomes a leaf, one in another shard comes back as a continuation.
--- Each continuation is also journaled in the shard's unlinks LIST until the caller has run it
--- (evict_unlinks_ack), so that a successor finishes the cascade of an evictor that died.
+-- unregistered) and unregisters the keys registered but not stored. The node collapses and is
+-- unlinked from its parent in the same call when the parent's shard is on this node (always on
+-- a single Redis), so a parent named after its children is evicted in the same call too (items
+-- found 'inner' are retried while others go); a parent on another node comes back as a
+-- continuation. Each continuation is also journaled in the shard's unlinks LIST until the
+-- caller has run it (evict_unlinks_ack), so that a successor finishes the cascade of an evictor
+-- that died.
 -- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1); then group count, then per group:
@@ -30,29 +33,45 @@ if not evict_fence(groups, epoch, expires, now) then
   return { 0 }
 end
 local out, conts, frees, journal = {}, {}, {}, {}
+local pending = {}
 for _, g in ipairs(groups) do
-  local tag = g.tag
   for _, it in ipairs(g.items) do
-    local h = it[1]
+    table.insert(pending, { g.tag, g.shard, it[1], #pending + 1 })
+  end
+end
+-- A parent chosen with its children becomes a leaf once they are gone: items found 'inner' are
+-- tried again after every round that evicted something.
+repeat
+  local retry, progress = {}, false
+  for _, e in ipairs(pending) do
+    local tag, shard, h, idx = e[1], e[2], e[3], e[4]
     local st, _, _, soft = evict_leaf_state(tag, h, now)
     if st == 'ok' and soft and allow_soft ~= 1 then
       st = 'soft'
     end
-    if st ~= 'ok' then
-      table.insert(out, { st, {}, 0, 0, '', '-1' })
+    if st == 'inner' then
+      table.insert(retry, e)
+    elseif st ~= 'ok' then
+      out[idx] = { st, {}, 0, 0, '', '-1' }
     else
       local p = redis.call('HMGET', K.node(tag, h), 'p', 'ps')
-      local before = #conts
-      local erased, nkeys, bytes = evict_leaf(tag, g.shard, h, conts, frees)
+      local mine, before = {}, #conts
+      local erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees)
+      evict_unlink_local(tag, mine, conts)
       for c = before + 1, #conts do
-        local e = cjson.encode(conts[c])
-        redis.call('RPUSH', K.unlinks(tag), e)
-        table.insert(journal, { g.shard, e })
+        local j = cjson.encode(conts[c])
+        redis.call('RPUSH', K.unlinks(tag), j)
+        table.insert(journal, { shard, j })
       end
       redis.call('HINCRBY', K.stats(tag), 'evicted_keys', #erased)
       redis.call('HINCRBY', K.stats(tag), 'evicted_bytes', bytes)
-      table.insert(out, { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' })
+      out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
+      progress = true
     end
   end
+  pending = retry
+until not progress or #pending == 0
+for _, e in ipairs(pending) do
+  out[e[4]] = { 'inner', {}, 0, 0, '', '-1' }
 end
 return { 1, out, conts, frees, now, journal }

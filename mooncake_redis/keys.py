@@ -121,6 +121,11 @@ def lua_key_functions() -> str:
     lines.append(
         "function K.tag(anchor) return string.sub(anchor, 1, string.find(anchor, '}', 1, true)) end"
     )
+    # Shard tags are {<ns>:<index>} (the namespace holds no ':' or '}'): a sibling shard's tag.
+    lines.append(
+        "function K.shard(tag, shard) return string.sub(tag, 1, string.find(tag, ':', 1, true))"
+        " .. shard .. '}' end"
+    )
     for name, suffix in {**SHARD_SUFFIXES, **SEGMENT_SUFFIXES}.items():
         if suffix.endswith(":"):
             lines.append(f"function K.{name}(tag, id) return tag .. '{suffix}' .. id end")

@@ -63,5 +63,3 @@ def test_policies() -> None:
         with pytest.raises(MooncakeError) as e:
             get_policy(bad)
         assert e.value.code == ErrorCode.INVALID_PARAMS
-
-

@@ -100,7 +100,8 @@ class Killed(Exception):
 
 
 async def test_leader_killed_mid_pass_successor_finishes(make_service: Any) -> None:
-    a, b = await two(make_service)
+    # One leaf per round (a round would otherwise take the whole chain, unlinks included).
+    a, b = await two(make_service, script_batch_size=1)
     blocks = chain("kill", 60)
     await put_blocks(a, blocks)
     rounds: list[str] = []

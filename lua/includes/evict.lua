@@ -84,8 +84,9 @@ end
 -- Whether leaf h may be evicted now (all its keys together). Returns status, bytes, objects,
 -- soft: status 'ok', 'gone' (no node / no keys), 'inner' (has children), or the first blocking
 -- object status ('hard', 'lease', 'busy'). Keys registered but not stored do not block.
-local function evict_leaf_state(tag, h, now)
-  if redis.call('ZCARD', K.node_children(tag, h)) > 0 then
+-- any_node: judge an inner node as if its children were gone (never 'inner').
+local function evict_leaf_state(tag, h, now, any_node)
+  if not any_node and redis.call('ZCARD', K.node_children(tag, h)) > 0 then
     return 'inner', 0, 0, false
   end
   local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
@@ -129,6 +130,30 @@ local function evict_leaf(tag, shard, h, conts, frees)
     radix_remove_key(tag, shard, h, key, conts)
   end
   return erased, #keys, bytes
+end
+
+-- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
+-- local slots; redis.pcall turns the refusal into an error reply instead of aborting.
+local function evict_local(ptag)
+  local r = redis.pcall('EXISTS', K.stats(ptag))
+  return type(r) ~= 'table' or r.err == nil
+end
+
+-- Runs the continuations of an eviction (unlink child from a parent in another shard) here
+-- when that shard is on this node, atomically with the eviction, cascading on; the rest (other
+-- nodes) is appended to conts for the caller.
+local function evict_unlink_local(tag, local_conts, conts)
+  local q = 1
+  while q <= #local_conts do
+    local c = local_conts[q]
+    q = q + 1
+    local ptag = K.shard(tag, c[2])
+    if evict_local(ptag) then
+      radix_unlink_edge(ptag, tonumber(c[2]), c[1], c[3], c[4], local_conts)
+    else
+      table.insert(conts, c)
+    end
+  end
 end
 
 -- Index of the first ZSET element after the cursor (score cs, member cm) in (score, member)

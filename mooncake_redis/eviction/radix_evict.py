@@ -13,6 +13,12 @@ went is read by name (``evict_leaf_info``) and enters the heap in the same pass,
 any depth is reclaimed leaf first; the work of a pass grows with what it evicts (plus one
 window per shard), never with the size of the tree.
 
+Exact order along chains: when a leaf is chosen, its parent's state is known (read ahead up
+the chain by ``evict_ancestors``), and a parent whose last child was chosen enters the heap at
+once with its own score, so a round takes what evicting one least-recently-used leaf at a time
+would take, not one leaf of every chain. ``evict_leaves`` evicts such a parent in the same call
+after its children when both live on one node (on a single Redis, always).
+
 Exact global order: a shard's unread leaves score at least its cursor's lease (policies only
 add bonuses), so the best candidate in the heap is taken only when its score is not above the
 cursor of any shard that still has unread leaves; otherwise those shards are read further
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
     from .mixin import EvictionMixin, Goal
 
 MAX_REFILLS_PER_ROUND = 8
+CHAIN_READ_AHEAD = 64  # nodes read up a chain per parent, and parents read per call
 
 
 def _s(value: Any) -> str:
@@ -55,6 +62,15 @@ class Candidate:
     soft: bool = field(compare=False)
     parent: str = field(compare=False)
     pshard: int = field(compare=False)
+
+
+@dataclass
+class _Ancestor:
+    """A parent of a chosen leaf: evictable once ``children`` of its children are chosen."""
+
+    status: str
+    children: int
+    candidate: Candidate | None
 
 
 @dataclass
@@ -87,10 +103,14 @@ class RadixEvictor:
         self.heap: list[Candidate] = []
         self.soft: list[Candidate] = []
         self.known: set[str] = set()  # leaves in the heap, set aside, or evicted this pass
+        self.queued: set[str] = set()  # in the heap or set aside (soft), not yet chosen
+        self.ancestors: dict[str, _Ancestor] = {}  # parents read this round
+        self.chosen_children: dict[str, int] = {}  # parent -> its children chosen this round
         self.depth: dict[str, int] = {}
         self.allow_soft = False
         self._seq = itertools.count()
         self._horizon: float | None = None  # cached; None after any cursor moved
+        self._nodes: dict[int, str] = {}
 
     # -- reading ----------------------------------------------------------------------------
     def _candidate(self, row: Sequence[Any], shard: int) -> Candidate:
@@ -114,6 +134,7 @@ class RadixEvictor:
         if c.h in self.known:
             return
         self.known.add(c.h)
+        self.queued.add(c.h)
         if c.soft and not self.allow_soft:
             self.soft.append(c)
         else:
@@ -168,6 +189,45 @@ class RadixEvictor:
                 c.score, c.member, c.exhausted = "", "", False
             self._horizon = None
 
+    async def read_ancestors(self, first: Candidate) -> None:
+        """Reads the chain above ``first``'s parent, and (same calls) above the parents of the
+        next cheapest candidates, so that most later choices need no read."""
+        want: dict[str, int] = {first.parent: first.pshard}
+        for c in heapq.nsmallest(CHAIN_READ_AHEAD, self.heap):
+            if c.parent and c.parent not in self.ancestors and c.pshard >= 0:
+                want.setdefault(c.parent, c.pshard)
+        nodes = list(want.items())
+        replies = await self.svc.run_sharded_items(
+            "evict_ancestors", [(ps, [p]) for p, ps in nodes], [CHAIN_READ_AHEAD]
+        )
+        self.result.candidate_reads += 1
+        for (p, _), chain in zip(nodes, replies):
+            h = p
+            for status, children, shard, row in chain:
+                st = _s(status)
+                cand = self._candidate(row, int(shard)) if st == "ok" else None
+                if cand is not None:
+                    h = cand.h
+                self.ancestors.setdefault(h, _Ancestor(st, int(children), cand))
+                if cand is None:
+                    break
+                h = cand.parent
+        self.ancestors.setdefault(first.parent, _Ancestor("gone", 0, None))
+
+    async def expose_parent(self, c: Candidate) -> None:
+        """``c`` was chosen: its parent becomes a candidate once all its children are."""
+        p = c.parent
+        if not p or c.pshard < 0:
+            return
+        if p not in self.ancestors:
+            await self.read_ancestors(c)
+        a = self.ancestors[p]
+        self.depth[p] = max(self.depth.get(p, 0), self.depth.get(c.h, 1) + 1)
+        n = self.chosen_children.get(p, 0) + 1
+        self.chosen_children[p] = n
+        if a.candidate is not None and n >= a.children:
+            self._add(a.candidate)
+
     def _blocking_shards(self, score: float) -> list[int]:
         """Shards whose unread leaves might score below ``score``."""
         if self._horizon is None:  # the lowest cursor of a shard with unread leaves
@@ -198,25 +258,72 @@ class RadixEvictor:
             if not self.heap:
                 break
             c = heapq.heappop(self.heap)
+            self.queued.discard(c.h)
             picked.append(c)
             got_bytes += c.nbytes
             got_objects += c.objects
+            await self.expose_parent(c)
         return picked
 
     # -- evicting ---------------------------------------------------------------------------
+    def _node(self, shard: int) -> str:
+        """The Redis node serving a shard ('' on a single Redis)."""
+        if not self.svc.backend.cluster:
+            return ""
+        name = self._nodes.get(shard)
+        if name is None:
+            name = self._nodes[shard] = self.svc.backend.node_of(self.svc.keys.anchor(shard)).name
+        return name
+
+    def _waves(self, picked: list[Candidate]) -> list[list[int]]:
+        """Indexes of picked in eviction waves: a parent chosen after its children goes in their
+        call when it shares their node (the script retries it after them), else one wave later,
+        after the cross-node unlinks of theirs have run."""
+        wave: dict[str, int] = {}
+        out: list[list[int]] = []
+        for i, c in enumerate(picked):  # children are always picked before their parent
+            w = wave.get(c.h, 0)
+            wave[c.h] = w
+            if c.parent:
+                step = 0 if self._node(c.pshard) == self._node(c.shard) else 1
+                wave[c.parent] = max(wave.get(c.parent, 0), w + step)
+            while len(out) <= w:
+                out.append([])
+            out[w].append(i)
+        return out
+
     async def evict(self, picked: list[Candidate]) -> None:
         await self.svc.checkpoint("evict:chosen")
+        parents: dict[str, int] = {}
+        evicted: list[int] = []  # indexes into picked
+        for wave in self._waves(picked):
+            await self._evict_wave(picked, wave, parents, evicted)
+        self.result.round_leaves.append([picked[i].h for i in sorted(evicted)])  # pick order
+        # A parent can only be a leaf again once its edge is gone (same node: already; other
+        # node: after finish_unlinks). Parents already queued or evicted are known.
+        self.ancestors.clear()
+        self.chosen_children.clear()
+        done = {picked[i].h for i in evicted}
+        lone = {p: ps for p, ps in parents.items() if p not in done and p not in self.queued}
+        self.known.difference_update(lone)
+        await self.probe(list(lone.items()))
+
+    async def _evict_wave(
+        self,
+        picked: list[Candidate],
+        wave: list[int],
+        parents: dict[str, int],
+        evicted: list[int],
+    ) -> None:
         await self.lease.ensure()
         calls = await self.svc.run_sharded(
             "evict_leaves",
-            [(c.shard, [c.h]) for c in picked],
+            [(picked[i].shard, [picked[i].h]) for i in wave],
             [*self.lease.head(), 1 if self.allow_soft else 0],
         )
         conts: list[Any] = []
         frees: list[tuple[int, str]] = []
         journal: list[tuple[int, str]] = []
-        parents: dict[str, int] = {}
-        evicted: list[str] = []
         fenced = False
         for idx, reply in calls:
             self.result.batches += 1
@@ -225,7 +332,8 @@ class RadixEvictor:
                 continue
             _, rows, cs, fs, _now, js = reply
             journal.extend((int(sh), _s(e)) for sh, e in js)
-            for i, (status, erased, nkeys, nbytes, parent, pshard) in zip(idx, rows):
+            for j, (status, erased, nkeys, nbytes, parent, pshard) in zip(idx, rows):
+                i = wave[j]
                 c = picked[i]
                 st = _s(status)
                 if st != "ok":
@@ -241,14 +349,13 @@ class RadixEvictor:
                 self.result.bytes += int(nbytes)
                 if c.soft:
                     self.result.soft_pinned_objects += len(keys)
-                evicted.append(c.h)
+                evicted.append(i)
                 p = _s(parent)
                 if p:
                     self.depth[p] = max(self.depth.get(p, 0), d + 1)
                     parents[p] = int(_s(pshard))
             conts.extend(cs)
             frees.extend((int(sh), _s(e)) for sh, e in fs)
-        self.result.round_leaves.append(evicted)
         await self.svc.checkpoint("evict:evicted")
         await self.svc.finish_unlinks(conts)
         await self.svc.ack_unlinks(journal)
@@ -256,10 +363,6 @@ class RadixEvictor:
         if fenced:
             self.svc.eviction_metrics.fenced += 1
             raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
-        # A parent can only be a leaf again once its edge is gone (same shard: already;
-        # other shard: after finish_unlinks above).
-        self.known.difference_update(parents)
-        await self.probe(list(parents.items()))
 
     async def run(self, fallback: bool = True) -> None:
         """Rounds until the goal is met or nothing evictable is left: leaves by score, then
@@ -283,7 +386,7 @@ class RadixEvictor:
                     phase = "soft"
                     self.allow_soft = True
                     for c in self.soft:
-                        heapq.heappush(self.heap, c)
+                        heapq.heappush(self.heap, c)  # still in self.queued
                     self.soft.clear()
                     continue
                 break
