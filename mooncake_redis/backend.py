@@ -23,8 +23,11 @@ from redis.exceptions import (
     MovedError,
     NoScriptError,
     OutOfMemoryError,
+    RedisClusterException,
     TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import ErrorCode, MooncakeError
 from .lua_loader import LuaScript, load_all
@@ -139,6 +142,13 @@ class Backend:
             raise MooncakeError(
                 ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS,
                 f"Redis is out of memory (maxmemory reached); {name} refused: {exc}",
+            ) from exc
+        except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
+            # Mooncake's code for "the master could not be reached". A timeout or a connection
+            # lost mid-call leaves the outcome unknown: every step is atomic and safe to retry.
+            raise MooncakeError(
+                ErrorCode.RPC_FAIL,
+                f"Redis unavailable during {name}: {type(exc).__name__}: {exc}",
             ) from exc
 
     async def load_scripts(self) -> None:

@@ -342,11 +342,16 @@ async def _lane(
                 if extra:
                     await c.batch_put_revoke(cid, extra)
                 t0 = time.monotonic()
+                resent = c.resent
                 ends = await c.batch_put_end(cid, ok)
                 ledger.op("batch_put_end", t0)
                 for k, e in zip(ok, ends):
                     if e is None:
                         ledger.complete.add(k)
+                    elif e.code == ErrorCode.OBJECT_NOT_FOUND and c.resent > resent:
+                        # Sent again after a kill cut the first attempt: that one completed the
+                        # object (lease 0) and eviction took it before the second arrived.
+                        ledger.interrupted += 1
                     else:
                         ledger.error(f"batch_put_end:{e.code.name}")
                 chain.extend(k[:64] for k in ok)

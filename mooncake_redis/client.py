@@ -90,6 +90,10 @@ class _Common:
         self.urls = _split_urls(url)
         self._next = random.randrange(len(self.urls))
         self.retries = max(0, retries)
+        self.resent = 0
+        """Calls sent again after an attempt that may have been applied (idempotent RPCs only):
+        a caller that sees e.g. OBJECT_NOT_FOUND from a resent put_end knows the first attempt
+        may have completed the object (and eviction taken it since)."""
         self.backoff_s = backoff_s
         self.headers = {"content-type": "application/json"}
         if token:
@@ -179,10 +183,12 @@ class AsyncMasterClient(_Common):
                 if last or not rpc.idempotent:
                     raise self._fail(rpc, exc) from exc
                 rotate = True
+                self.resent += 1
             else:
                 if last or not self._retry_status(rpc, resp):
                     return self._decode(rpc, resp)
                 rotate = True
+                self.resent += 1
             await asyncio.sleep(self._delay(attempt))
         raise AssertionError("unreachable")
 
@@ -390,10 +396,12 @@ class MasterClient(_Common):
                 if last or not rpc.idempotent:
                     raise self._fail(rpc, exc) from exc
                 rotate = True
+                self.resent += 1
             else:
                 if last or not self._retry_status(rpc, resp):
                     return self._decode(rpc, resp)
                 rotate = True
+                self.resent += 1
             time.sleep(self._delay(attempt))
         raise AssertionError("unreachable")
 

@@ -12,13 +12,18 @@ PROCESSING = "PROCESSING"
 COMPLETE = "COMPLETE"
 
 
-def _int(field: str, value: Any, minimum: int = 0) -> int:
+ADDRESS_SPACE = 1 << 64  # Mooncake's buffer addresses and sizes are uint64
+
+
+def _int(field: str, value: Any, minimum: int = 0, maximum: int = ADDRESS_SPACE - 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise MooncakeError(
             ErrorCode.INVALID_PARAMS, f"{field}: expected an integer, got {value!r}"
         )
     if value < minimum:
         raise MooncakeError(ErrorCode.INVALID_PARAMS, f"{field}: must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"{field}: must be <= {maximum}, got {value}")
     return value
 
 
@@ -165,6 +170,11 @@ def check_segment(seg: Segment | Mapping[str, Any]) -> Segment:
     s = seg if isinstance(seg, Segment) else Segment.from_dict(seg)
     _int("segment.base", s.base)
     _int("segment.size", s.size, 1)
+    if s.base + s.size > ADDRESS_SPACE:  # every buffer address must fit in 64 bits
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS,
+            f"segment: base + size = {s.base + s.size} exceeds the 64-bit address space",
+        )
     for f in ("name", "te_endpoint", "protocol"):
         v = getattr(s, f)
         if not isinstance(v, str) or len(v) > 1024:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from mooncake_redis import Config, MasterService
 from mooncake_redis.chaos import complete_objects
+from mooncake_redis.errors import ErrorCode, MooncakeError
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig, Segment
 from tests.helpers import h
@@ -171,7 +171,8 @@ async def test_restart_without_persistence_asks_clients_to_remount() -> None:
             try:
                 status = (await svc.ping("c")).client_status
                 break
-            except redis.ConnectionError:
+            except MooncakeError as exc:  # RPC_FAIL: Redis unreachable
+                assert exc.code == ErrorCode.RPC_FAIL, exc
                 await asyncio.sleep(0.05)
         assert status == "NEED_REMOUNT"
         await svc.remount_segment([seg], "c")
@@ -194,3 +195,37 @@ async def test_restart_long(fsync: str) -> None:
     fig = await run_restart(fsync, seconds_before=20)
     if fsync == "always":
         assert fig["lost_acked"] == 0, fig
+
+
+async def test_calls_fail_with_rpc_fail_while_redis_is_down() -> None:
+    """While Redis is unreachable every RPC fails with Mooncake's RPC_FAIL (never a redis-py
+    exception), and the same service object works again once Redis is back."""
+    workdir = Path(tempfile.mkdtemp(prefix="mcr-down-"))
+    port = free_port()
+    server = RedisProcess(port, workdir, ["--appendonly", "no"])
+    server.start()
+    svc = await MasterService.from_url(server.url, Config(**CFG, redis_url=server.url))
+    key = h("down-0")
+    try:
+        await svc.mount_segment(Segment("down-seg", "n", 1 << 40, 1 << 20, "h:1"), "writer")
+        await svc.put_start("writer", key, [512], ReplicateConfig())
+        await svc.put_end("writer", key)
+        server.stop(kill=True)
+        calls = [
+            svc.exist_key(key),
+            svc.get_replica_list(key),
+            svc.put_start("writer", h("down-1"), [512], ReplicateConfig()),
+            svc.get_keys_by_prefix(key),
+            svc.batch_exist_key([key, h("down-2")]),  # a batch fails as a whole
+        ]
+        for call in calls:
+            with pytest.raises(MooncakeError) as e:
+                await call
+            assert e.value.code == ErrorCode.RPC_FAIL, e.value
+            assert "Redis unavailable" in str(e.value)
+        server = RedisProcess(port, workdir, ["--appendonly", "no"])
+        server.start()  # empty: nothing was persisted
+        assert await svc.exist_key(key) is False
+    finally:
+        server.stop(kill=True)
+        await svc.aclose()

@@ -110,6 +110,11 @@ async def test_bad_input_changes_nothing(make_service: Any) -> None:
         await svc.mount_segment(Segment("bad{id}", "x", 0, 10), C)
     with pytest.raises(MooncakeError):
         await svc.mount_segment(Segment("s", "x", 0, 0), C)
+    # buffer addresses are uint64: a segment reaching past 2^64 would hand out larger ones
+    for base, size in (((1 << 64) - 10, 11), (1 << 64, 1), (0, (1 << 64) + 1)):
+        with pytest.raises(MooncakeError) as e:
+            await svc.mount_segment(Segment("s64", "x", base, size), C)
+        assert code(e) == ErrorCode.INVALID_PARAMS, (base, size)
     [st] = await svc.segment_stats()
     assert st.allocated == 0 and st.allocations == 0
     assert await svc._all_object_keys() == []
