@@ -67,6 +67,26 @@ def fake_server(name: str) -> Any:
         return _FAKE_SERVERS[name]
 
 
+class EmbeddedTcpServer:
+    """The embedded store (fakeredis) on a loopback port, for worker processes that must share
+    it; ``url`` is what they connect to. Serves from a thread until :meth:`close`."""
+
+    def __init__(self) -> None:
+        from fakeredis import TcpFakeServer
+
+        self._server = TcpFakeServer(("127.0.0.1", 0), server_type="redis")
+        self.port = int(self._server.server_address[1])
+        self.url = f"fakeredis+tcp://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fakeredis-tcp", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 class Backend:
     """One Redis deployment as the service sees it."""
 
@@ -80,8 +100,9 @@ class Backend:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Backend:
-        """``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` (``rediss+cluster://``)
-        or ``fakeredis://[name]`` for the embedded in-process store."""
+        """``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` (``rediss+cluster://``),
+        ``fakeredis://[name]`` for the embedded in-process store, or ``fakeredis+tcp://host:port``
+        for an embedded store served over TCP to several processes."""
         scheme = urlsplit(url).scheme
         opts = {"decode_responses": False, "health_check_interval": 0, **kwargs}
         if scheme == "fakeredis":
@@ -90,6 +111,11 @@ class Backend:
             name = urlsplit(url).netloc or "default"
             fake_client: Any = fakeredis.FakeAsyncRedis(server=fake_server(name), **opts)
             return cls(fake_client, cluster=False, fake=True, url=url)
+        if scheme == "fakeredis+tcp":
+            # A fakeredis TCP server (``embedded_tcp_server``): processes share the embedded
+            # store; scripts go without the shebang, which fakeredis cannot parse.
+            real = url.replace("fakeredis+tcp", "redis", 1)
+            return cls(aioredis.Redis.from_url(real, **opts), cluster=False, fake=True, url=url)
         if scheme in ("redis+cluster", "rediss+cluster"):
             real = url.replace("+cluster", "", 1)
             opts.pop("health_check_interval", None)

@@ -19,10 +19,6 @@ import contextlib
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -30,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
+
+from .server.fleet import WorkerFleet
 
 if TYPE_CHECKING:
     from .service import MasterService
@@ -182,86 +180,26 @@ class ChaosReport:
         return d
 
 
-class _Fleet:
+class _Fleet(WorkerFleet):
     """Worker and evictor processes of one namespace, killed and restarted by the chaos loop."""
 
     def __init__(self, opts: ChaosOptions) -> None:
-        self.opts = opts
-        self.env = dict(os.environ)
-        self.env.update(
-            MOONCAKE_REDIS_EVICTION_HIGH_WATERMARK_RATIO="0.8",
-            MOONCAKE_REDIS_EVICTION_RATIO="0.2",
-            MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS="600000",
-            MOONCAKE_REDIS_EVICTOR_LEASE_TTL_MS="1000",
-            MOONCAKE_REDIS_DEFAULT_KV_LEASE_TTL_MS="200",
-            MOONCAKE_REDIS_ALLOC_COMMIT_DEADLINE_MS="2000",
-            MOONCAKE_REDIS_ALLOC_RECLAIM_GRACE_MS="4000",
+        super().__init__(
+            opts.redis_url,
+            opts.namespace,
+            opts.num_shards,
+            opts.workers,
+            env={
+                "MOONCAKE_REDIS_EVICTION_HIGH_WATERMARK_RATIO": "0.8",
+                "MOONCAKE_REDIS_EVICTION_RATIO": "0.2",
+                "MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS": "600000",
+                "MOONCAKE_REDIS_EVICTOR_LEASE_TTL_MS": "1000",
+                "MOONCAKE_REDIS_DEFAULT_KV_LEASE_TTL_MS": "200",
+                "MOONCAKE_REDIS_ALLOC_COMMIT_DEADLINE_MS": "2000",
+                "MOONCAKE_REDIS_ALLOC_RECLAIM_GRACE_MS": "4000",
+            },
+            worker_args=["--evictor", "off"],  # the separate evictor process holds the role
         )
-        self.ports = [_free_port() for _ in range(opts.workers)]
-        self.workers: list[subprocess.Popen[bytes] | None] = [None] * opts.workers
-        self.evictor: subprocess.Popen[bytes] | None = None
-
-    @property
-    def urls(self) -> list[str]:
-        return [f"http://127.0.0.1:{p}" for p in self.ports]
-
-    def _common(self) -> list[str]:
-        o = self.opts
-        return ["--redis-url", o.redis_url, "--namespace", o.namespace,
-                "--num-shards", str(o.num_shards), "--enable-radix-tree"]  # fmt: skip
-
-    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "mooncake_redis.cli", *args],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def start_worker(self, i: int) -> None:
-        self.workers[i] = self._spawn(
-            "serve", *self._common(), "--port", str(self.ports[i]), "--evictor", "off",
-            "--fsck-interval", "0", "--log-level", "warning",
-        )  # fmt: skip
-
-    def start_evictor(self) -> None:
-        self.evictor = self._spawn("evictor", *self._common(), "--check-interval-ms", "10")
-
-    async def wait_ready(self, i: int, timeout: float = 30.0) -> None:
-        import httpx
-
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient() as http:
-            while True:
-                proc = self.workers[i]
-                if proc is None or proc.poll() is not None:
-                    raise RuntimeError(f"worker {i} exited while starting")
-                try:
-                    if (await http.get(self.urls[i] + "/ready", timeout=1)).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"worker {i} not ready in {timeout}s")
-                await asyncio.sleep(0.05)
-
-    def stop_all(self) -> None:
-        for p in [*self.workers, self.evictor]:
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in [*self.workers, self.evictor]:
-            if p is not None:
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -64,3 +64,35 @@ async def test_slice_replay(
         assert report.clean, report.to_dict()["kinds"]
     finally:
         await target.close()
+
+
+@pytest.mark.parametrize("where", ["embedded", "redis"])
+async def test_slice_replay_through_workers(where: str, redis_url: str) -> None:
+    """``--workers 2``: two worker processes over HTTP, evicting in the background through the
+    shared coordinator; the embedded store is served to them over TCP."""
+    records = load_trace(TRACE, limit=60)
+    target = await create_target(
+        TargetOptions(
+            capacity_blocks=300,
+            value_size=1024,
+            policy="radix",
+            redis_url=None if where == "embedded" else redis_url,
+            workers=2,
+            lease_ttl_ms=50,
+            extra={"num_shards": "8"},
+        )
+    )
+    assert "2 workers" in target.name
+    try:
+        result = await replay(records, target, ReplayOptions(sample_every=5, progress=False))
+        assert result.hits + result.misses == result.references > 0
+        assert result.evicted_keys > 0, "the workers' evictor must have run"
+        assert result.evictions > 0
+        assert result.stored_final == result.puts_ok - result.evicted_keys - result.removed
+        assert result.health["orphans_max"] == 0
+        assert result.health["incomplete_max"] == 0
+        report = await fsck(target.svc)
+        assert report.clean, report.to_dict()["kinds"]
+    finally:
+        await target.close()
+    assert all(p is None or p.poll() is not None for p in target.fleet.workers)

@@ -15,13 +15,39 @@ from ..config import Config
 from ..errors import ErrorCode, MooncakeError
 from ..models import ReplicateConfig, Segment
 from ..service import MasterService
-from .target import PutItem, TargetOptions
+from ..service_base import ShardItem
+from .target import PutItem, ReplayTarget, TargetOptions
 
 CLIENT = "replay-engine"
 
 
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+async def complete_keys(svc: MasterService) -> set[str]:
+    """Complete objects, read without granting a lease: one atomic script call per node, so a
+    sample is a consistent snapshot on a single Redis even while workers evict."""
+    out: set[str] = set()
+    items: list[ShardItem] = [(sh, []) for sh in range(svc.keys.num_shards)]
+    for _, reply in await svc.run_sharded("objects_complete", items):
+        for keys in reply:
+            out.update(_s(k) for k in keys)
+    return out
+
+
+def store_config(options: TargetOptions, url: str) -> Config:
+    """The store's configuration for a replay (the same for the library and the workers)."""
+    return Config(
+        redis_url=url,
+        namespace=options.extra.get("namespace") or "replay" + uuid.uuid4().hex[:8],
+        num_shards=int(options.extra.get("num_shards", 64)),
+        enable_radix_tree=options.policy == "radix",
+        eviction_policy=options.scoring,
+        default_kv_lease_ttl_ms=options.lease_ttl_ms,
+        eviction_high_watermark_ratio=options.eviction_high_watermark_ratio,
+        eviction_ratio=options.eviction_ratio,
+    )
 
 
 class RedisTarget:
@@ -66,23 +92,7 @@ class RedisTarget:
         ]
 
     async def stored_keys(self) -> set[str]:
-        """Complete objects, read without granting a lease."""
-        client = self.svc.backend.client
-        keys = self.svc.keys
-        members: list[tuple[int, str]] = []
-        for shard in range(keys.num_shards):
-            for m in await client.smembers(keys.shard_key(shard, "objects")):
-                members.append((shard, _s(m)))
-        out: set[str] = set()
-        for start in range(0, len(members), 2000):
-            part = members[start : start + 2000]
-            pipe = client.pipeline(transaction=False)
-            for shard, key in part:
-                pipe.hget(keys.obj(shard, key), "st")
-            for (_, key), st in zip(part, await pipe.execute()):
-                if st is not None and _s(st) == "C":
-                    out.add(key)
-        return out
+        return await complete_keys(self.svc)
 
     async def counters(self) -> dict[str, int]:
         m = self.svc.eviction_metrics
@@ -101,19 +111,14 @@ class RedisTarget:
         await self.svc.aclose()
 
 
-async def create_target(options: TargetOptions) -> RedisTarget:
+async def create_target(options: TargetOptions) -> ReplayTarget:
+    """Registry factory: the in-process library, or N worker processes (``workers > 0``)."""
+    if options.workers > 0:
+        from .worker_target import create_worker_target
+
+        return await create_worker_target(options)
     url = options.redis_url or f"fakeredis://replay-{uuid.uuid4().hex}"
-    namespace = options.extra.get("namespace") or "replay" + uuid.uuid4().hex[:8]
-    config = Config(
-        redis_url=url,
-        namespace=namespace,
-        num_shards=int(options.extra.get("num_shards", 64)),
-        enable_radix_tree=options.policy == "radix",
-        eviction_policy=options.scoring,
-        default_kv_lease_ttl_ms=options.lease_ttl_ms,
-        eviction_high_watermark_ratio=options.eviction_high_watermark_ratio,
-        eviction_ratio=options.eviction_ratio,
-    )
+    config = store_config(options, url)
     svc = await MasterService.from_url(url, config)
     await svc.mount_segment(
         Segment("replay-seg-0", "replay-seg-0", 1 << 40, options.capacity_bytes), CLIENT

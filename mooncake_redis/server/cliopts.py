@@ -60,8 +60,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 # What each Config field means, for the generated table in docs/operations.md.
 MEANINGS: dict[str, str] = {
-    "redis_url": "Redis to use: redis://, rediss:// (TLS), redis+cluster://, unix://, or "
-    "fakeredis:// (embedded, one process only)",
+    "redis_url": "Redis to use: redis://, rediss:// (TLS), redis+cluster://, unix://, "
+    "fakeredis:// (embedded, one process only), or fakeredis+tcp://host:port (an embedded "
+    "store served over TCP to several processes)",
     "namespace": "prefix of every Redis key; namespaces never touch each other",
     "num_shards": "hash-tag shards; fixed at first use and recorded in Redis",
     "enable_radix_tree": "keep the radix-tree prefix index (RFC) next to the objects",
