@@ -1,9 +1,10 @@
 """``mooncake-redis bench``: figures for docs/benchmarks.md, printed and written as JSON.
 
 Sections: prefix (index vs SCAN at two sizes), throughput (batch-128 exists/put vs a naive
-baseline and the real Mooncake master), roundtrips (commands per call), memory (bytes per object),
-eviction (same evicted count at two tree sizes). Ratios are against baselines measured in the same
-run, since the machine is shared and noisy.
+baseline and the real Mooncake master), workers (the same calls in process, through one worker
+and through three, and the HTTP hop's cost), roundtrips (commands per call), memory (bytes per
+object), eviction (same evicted count at two tree sizes). Ratios are against baselines measured
+in the same run, since the machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.pretty import Pretty
 
-SECTIONS = ("prefix", "throughput", "roundtrips", "memory", "eviction")
+SECTIONS = ("prefix", "throughput", "workers", "roundtrips", "memory", "eviction")
 
 
 def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]] | None:
@@ -35,6 +36,10 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
         from .throughput import bench_throughput
 
         return lambda: bench_throughput(url, n_batches=50 if args.quick else 200)
+    if name == "workers":
+        from ..server.bench import run_bench
+
+        return lambda: run_bench(url, seconds=1.0 if args.quick else 3.0)
     if name == "roundtrips":
         from .throughput import bench_round_trips
 

@@ -19,9 +19,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -29,11 +27,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
-
 from ..client import AsyncMasterClient
 from ..config import Config
 from ..service import MasterService
+from .fleet import WorkerFleet
 
 BATCH = 128
 OBJ_SIZE = 4096
@@ -50,12 +47,6 @@ class Figure:
     keys_per_s: float
     p50_ms: float
     p99_ms: float
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _measure(
@@ -92,31 +83,6 @@ async def _measure(
         round(statistics.median(lat) * 1000, 2) if lat else 0.0,
         round(lat[int(0.99 * (calls - 1))] * 1000, 2) if lat else 0.0,
     )
-
-
-def _start_workers(url: str, namespace: str, shards: int, n: int) -> list[tuple[Any, str]]:
-    procs = []
-    for _ in range(n):
-        port = _free_port()
-        cmd = [sys.executable, "-m", "mooncake_redis.cli", "serve", "--redis-url", url,
-               "--namespace", namespace, "--num-shards", str(shards), "--enable-radix-tree",
-               "--port", str(port), "--evictor", "off", "--fsck-interval", "0",
-               "--log-level", "warning"]  # fmt: skip
-        procs.append((subprocess.Popen(cmd, env=dict(os.environ)), f"http://127.0.0.1:{port}"))
-    deadline = time.monotonic() + 60
-    for proc, wurl in procs:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"worker {wurl} exited with {proc.returncode}")
-            try:
-                if httpx.get(wurl + "/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"worker {wurl} not ready")
-            time.sleep(0.1)
-    return procs
 
 
 Call = Callable[[int, int], Awaitable[Any]]
@@ -183,8 +149,9 @@ async def run_bench(
         redis_url=redis_url, namespace=namespace, num_shards=num_shards, enable_radix_tree=True
     )
     service = await MasterService.from_url(redis_url, cfg)
-    procs = _start_workers(redis_url, namespace, num_shards, 3)
-    urls = [u for _, u in procs]
+    fleet = WorkerFleet(redis_url, namespace, num_shards, 3, worker_args=["--evictor", "off"])
+    await fleet.start_all()
+    urls = fleet.urls
     one = AsyncMasterClient(urls[0], max_connections=concurrency * 2)
     three = [AsyncMasterClient(u, max_connections=concurrency * 2) for u in urls]
     figures: list[Figure] = []
@@ -223,13 +190,7 @@ async def run_bench(
         await one.aclose()
         for c in three:
             await c.aclose()
-        for proc, _ in procs:
-            proc.terminate()
-        for proc, _ in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        fleet.stop_all()
         await _cleanup(service)
         await service.aclose()
     overhead: list[dict[str, Any]] = []
