@@ -21,7 +21,7 @@ def test_bench_quick_sections(redis_url: str, tmp_path: Path) -> None:
             "roundtrips,workers",
             "--json",
             str(out),
-        ]  # fmt: skip
+        ]
     )
     assert rc == 0
     res = json.loads(out.read_text())
