@@ -84,7 +84,12 @@ def _add_store_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--value-size", type=int, default=4096, help="bytes per object (default 4096)")
     p.add_argument("--batch-size", type=int, default=128, help="keys per call (SGLang: 128)")
-    p.add_argument("--sample-every", type=int, default=100, help="requests between health samples")
+    p.add_argument(
+        "--sample-every",
+        type=int,
+        default=None,
+        help="requests between health samples (default: 100; demo: 25 samples per run)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print results as JSON instead of a table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -192,7 +197,7 @@ def _options(
         host_cache_blocks=args.host_cache_blocks,
         limit=args.limit,
         speedup=args.speedup,
-        sample_every=args.sample_every,
+        sample_every=100 if args.sample_every is None else args.sample_every,
         seed=args.seed,
         progress=not (args.no_progress or args.json),
         label=label,
@@ -270,6 +275,8 @@ def run_demo(args: argparse.Namespace) -> int:
     except ValueError:
         return _fail(f"--capacities must be comma-separated integers, got {args.capacities!r}")
     records = generate(SynthConfig(seed=args.seed, conversations=args.conversations))
+    if args.sample_every is None:  # a short trace: enough samples for a mean and a max
+        args.sample_every = max(1, len(records) // 25)
     name = args.target or default_target()
     if name == "model" and not args.json:
         Console(stderr=True).print(
