@@ -15,6 +15,9 @@ ENV_PREFIX = "MOONCAKE_REDIS_"
 SCHEMA_VERSION = 1
 
 
+RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")
+
+
 @dataclass(frozen=True)
 class Config:
     # Where the store lives. "fakeredis://" is the embedded default (no server needed).
@@ -49,6 +52,11 @@ class Config:
     dangling_edge_grace_ms: int = 60_000
     # Eviction scoring among leaves: "lru" (lease order, as Mooncake) or "lru-freq".
     eviction_policy: str = "lru"
+    # Where a radix pass started by the high watermark stops: "watermark" (used ratio at or below
+    # eviction_high_watermark_ratio, the RFC's sole exit condition) or "watermark-ratio" (at or
+    # below high watermark - eviction_ratio, as deep as Mooncake's BatchEvict goes). A pass after
+    # a failed allocation always frees at least eviction_ratio of the capacity.
+    radix_eviction_target: str = "watermark"
     # Upper bound on items one script call handles; callers loop.
     script_batch_size: int = 256
 
@@ -83,6 +91,8 @@ class Config:
                 raise bad("key_hash_pattern", "needs exactly one capturing group")
         if self.alloc_reclaim_grace_ms <= self.alloc_commit_deadline_ms:
             raise bad("alloc_reclaim_grace_ms", "must exceed alloc_commit_deadline_ms")
+        if self.radix_eviction_target not in RADIX_EVICTION_TARGETS:
+            raise bad("radix_eviction_target", f"one of {', '.join(RADIX_EVICTION_TARGETS)}")
         if self.script_batch_size < 1:
             raise bad("script_batch_size", "must be positive")
 

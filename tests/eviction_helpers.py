@@ -26,6 +26,8 @@ async def evict_service(
     cfg.setdefault("eviction_high_watermark_ratio", 0.5)
     cfg.setdefault("eviction_ratio", 0.5)
     cfg.setdefault("evictor_lease_ttl_ms", 1_000)
+    # The mechanics tests pick their goals as hw - eviction_ratio (0.0 by default: evict all).
+    cfg.setdefault("radix_eviction_target", "watermark-ratio")
     svc: MasterService = await make_service(**cfg)
     for i in range(segments):
         await svc.mount_segment(seg(i, capacity // segments), CLIENT)

@@ -23,6 +23,7 @@ def test_evictor_once_json(capsys: pytest.CaptureFixture[str]) -> None:
         enable_radix_tree=True,
         eviction_high_watermark_ratio=0.5,
         eviction_ratio=0.5,
+        radix_eviction_target="watermark-ratio",
     )
 
     async def setup() -> None:
@@ -39,6 +40,7 @@ def test_evictor_once_json(capsys: pytest.CaptureFixture[str]) -> None:
     env = {
         "MOONCAKE_REDIS_EVICTION_HIGH_WATERMARK_RATIO": "0.5",
         "MOONCAKE_REDIS_EVICTION_RATIO": "0.5",
+        "MOONCAKE_REDIS_RADIX_EVICTION_TARGET": "watermark-ratio",
     }
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

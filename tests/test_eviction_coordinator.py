@@ -32,6 +32,7 @@ async def two(make_service: Any, capacity: int = 100 * OBJ, **cfg: Any) -> list[
         default_kv_lease_ttl_ms=2_000,
         eviction_high_watermark_ratio=0.5,
         eviction_ratio=0.5,
+        radix_eviction_target="watermark-ratio",
     )
     return [a, b]
 

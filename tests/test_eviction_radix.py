@@ -93,6 +93,29 @@ async def test_partial_chain_stops_at_watermark(make_service: Any) -> None:
     await assert_clean(svc)
 
 
+async def test_rfc_exit_at_the_high_watermark(make_service: Any) -> None:
+    """The default target is the RFC's sole exit condition: a pass started by the watermark
+    stops as soon as the used ratio is at or below it; after a failed allocation (or forced)
+    it still frees eviction_ratio of the capacity."""
+    blocks = chain("rfcx", 100)
+    svc = await evict_service(
+        make_service,
+        125 * OBJ,
+        eviction_high_watermark_ratio=0.7,
+        eviction_ratio=0.1,
+        radix_eviction_target="watermark",
+    )
+    await put_blocks(svc, blocks)
+    res = await svc.evict_once()  # used 0.8 > 0.7: down to 87.5 objects -> 13 go, leaf first
+    assert res.reason == "watermark" and res.evicted_objects == 13
+    assert sorted(res.evicted_keys) == sorted(b for b, _ in blocks[87:])
+    assert res.used_after <= 0.7 + 1e-9
+    forced = await svc.evict_once(force=True)  # down to 0.6 and at least 0.1 of 125 objects
+    assert forced.evicted_objects == 13 and forced.used_after <= 0.6 + 1e-9
+    await assert_parents_alive(svc, dict(blocks))
+    await assert_clean(svc)
+
+
 async def test_wide_tree_mixed_leases(make_service: Any) -> None:
     root = h("wroot")
     mids = [h(f"wmid{i}") for i in range(8)]

@@ -152,7 +152,8 @@ class EvictionMixin(StoreMixin):
     ) -> EvictionResult:
         """One full eviction pass now, as the evictor would run it; returns what it evicted.
 
-        Runs when the used ratio exceeds ``eviction_high_watermark_ratio`` or an allocation
+        Runs when the used ratio exceeds ``eviction_high_watermark_ratio`` (radix: down to
+        it, or to it minus ``eviction_ratio``, per ``radix_eviction_target``) or an allocation
         failed (the durable flag), or always with ``force`` (then as after a failed
         allocation: down to the watermark minus ``eviction_ratio``, freeing at least
         ``eviction_ratio`` of the capacity). ``max_objects``: evict that many objects (whole
@@ -226,17 +227,12 @@ class EvictionMixin(StoreMixin):
             if cfg.enable_radix_tree:
                 policy = self.eviction_policy
                 result.mode, result.policy = "radix", policy.describe()
-                min_free = (
-                    int(er * usage.capacity) if result.reason in ("forced", "alloc_failed") else 0
-                )
-                goal = Goal(
-                    self,
-                    result,
-                    usage,
-                    max(0.0, hw - er) if target_ratio is None else target_ratio,
-                    min_free,
-                    max_objects,
-                )
+                making_room = result.reason in ("forced", "alloc_failed")
+                min_free = int(er * usage.capacity) if making_room else 0
+                if target_ratio is None:
+                    rfc = cfg.radix_eviction_target == "watermark" and not making_room
+                    target_ratio = hw if rfc else max(0.0, hw - er)
+                goal = Goal(self, result, usage, target_ratio, min_free, max_objects)
                 await RadixEvictor(self, lease, policy, result, goal).run()
                 result.used_after = goal.used
             else:

@@ -80,6 +80,8 @@ MEANINGS: dict[str, str] = {
     "radix_put_guard": "refuse puts under a parent block that is not stored (no orphans)",
     "dangling_edge_grace_ms": "fsck --repair drops dangling edges older than this",
     "eviction_policy": "leaf scoring: lru or lru-freq[:W]",
+    "radix_eviction_target": "where a radix pass started by the high watermark stops: watermark "
+    "(at or below it, the RFC) or watermark-ratio (at or below it minus eviction_ratio)",
     "script_batch_size": "most items one Lua script call handles",
     "evictor_lease_ttl_ms": "evictor lease; a standby takes over about this long after a death",
     "janitor_interval_ms": "period of the janitor (client expiry, stale puts, frees)",
