@@ -5,8 +5,8 @@
 -- then, its child count and its candidate row. The evictor thus sees a parent the moment its
 -- last child is chosen and keeps exact leaf order along deep chains without a read per level.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: max nodes per chain; then group count, then per group: anchor, shard index, n,
---       then n node hashes.
+-- ARGV: group count, then per group: anchor, shard index, n, then n pairs: node hash, max nodes
+--       to read up its chain.
 -- Returns: one chain per hash in ARGV order, the named node first: {{status, children, shard,
 --          row}...}; status 'ok' | 'gone' (no node or no keys) | 'hard' | 'lease' | 'busy',
 --          row as evict_candidates (empty unless 'ok').
@@ -18,13 +18,13 @@
 --!include store.lua
 --!include evict.lua
 
-local depth = argn()
 local now = now_ms()
 local out = {}
-for _, g in ipairs(evict_groups(1)) do
+for _, g in ipairs(evict_groups(2)) do
   for _, it in ipairs(g.items) do
     local chain = {}
     local tag, shard, h = g.tag, g.shard, it[1]
+    local depth = tonumber(it[2])
     for _ = 1, depth do
       local st, b, o, soft = evict_leaf_state(tag, h, now, true)
       local nc = redis.call('ZCARD', K.node_children(tag, h))

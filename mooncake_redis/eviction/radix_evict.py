@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from .mixin import EvictionMixin, Goal
 
 MAX_REFILLS_PER_ROUND = 8
-CHAIN_READ_AHEAD = 64  # nodes read up a chain per parent, and parents read per call
+CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
+PARENT_READ_AHEAD = 16  # parents of the next cheapest candidates read in the same call
+SIDE_CHAIN_DEPTH = 4  # nodes read up each of those
 
 
 def _s(value: Any) -> str:
@@ -78,7 +80,7 @@ class _ShardCursor:
     score: str = ""
     member: str = ""
     exhausted: bool = False
-    k: int = 16  # window size, doubled when a window runs dry
+    k: int = 4  # window size (small: most passes evict a few leaves), doubled when it runs dry
 
     @property
     def horizon(self) -> float:
@@ -189,16 +191,20 @@ class RadixEvictor:
                 c.score, c.member, c.exhausted = "", "", False
             self._horizon = None
 
-    async def read_ancestors(self, first: Candidate) -> None:
-        """Reads the chain above ``first``'s parent, and (same calls) above the parents of the
-        next cheapest candidates, so that most later choices need no read."""
-        want: dict[str, int] = {first.parent: first.pshard}
-        for c in heapq.nsmallest(CHAIN_READ_AHEAD, self.heap):
+    async def read_ancestors(self, first: Candidate, wanted: int) -> None:
+        """Reads the chain above ``first``'s parent (as far as the ``wanted`` leaves still to
+        choose could climb), and a few nodes above the parents of the next cheapest candidates,
+        in one call per node: most later choices need no read, and a pass that evicts a few
+        leaves reads a few nodes."""
+        depth = max(1, min(CHAIN_READ_AHEAD, wanted))
+        want: dict[str, tuple[int, int]] = {first.parent: (first.pshard, depth)}
+        side = min(SIDE_CHAIN_DEPTH, depth)
+        for c in heapq.nsmallest(min(PARENT_READ_AHEAD, wanted), self.heap):
             if c.parent and c.parent not in self.ancestors and c.pshard >= 0:
-                want.setdefault(c.parent, c.pshard)
+                want.setdefault(c.parent, (c.pshard, side))
         nodes = list(want.items())
         replies = await self.svc.run_sharded_items(
-            "evict_ancestors", [(ps, [p]) for p, ps in nodes], [CHAIN_READ_AHEAD]
+            "evict_ancestors", [(ps, [p, d]) for p, (ps, d) in nodes]
         )
         self.result.candidate_reads += 1
         for (p, _), chain in zip(nodes, replies):
@@ -206,21 +212,20 @@ class RadixEvictor:
             for status, children, shard, row in chain:
                 st = _s(status)
                 cand = self._candidate(row, int(shard)) if st == "ok" else None
-                if cand is not None:
-                    h = cand.h
                 self.ancestors.setdefault(h, _Ancestor(st, int(children), cand))
                 if cand is None:
                     break
                 h = cand.parent
         self.ancestors.setdefault(first.parent, _Ancestor("gone", 0, None))
 
-    async def expose_parent(self, c: Candidate) -> None:
-        """``c`` was chosen: its parent becomes a candidate once all its children are."""
+    async def expose_parent(self, c: Candidate, wanted: int) -> None:
+        """``c`` was chosen: its parent becomes a candidate once all its children are.
+        ``wanted``: about how many more leaves the round still has to choose."""
         p = c.parent
         if not p or c.pshard < 0:
             return
         if p not in self.ancestors:
-            await self.read_ancestors(c)
+            await self.read_ancestors(c, wanted)
         a = self.ancestors[p]
         self.depth[p] = max(self.depth.get(p, 0), self.depth.get(c.h, 1) + 1)
         n = self.chosen_children.get(p, 0) + 1
@@ -262,7 +267,11 @@ class RadixEvictor:
             picked.append(c)
             got_bytes += c.nbytes
             got_objects += c.objects
-            await self.expose_parent(c)
+            if need_objects > got_objects:
+                wanted = need_objects - got_objects
+            else:
+                wanted = -(-(need_bytes - got_bytes) // max(1, c.nbytes))
+            await self.expose_parent(c, min(limit - len(picked), max(1, wanted)))
         return picked
 
     # -- evicting ---------------------------------------------------------------------------
