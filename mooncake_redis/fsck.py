@@ -101,6 +101,31 @@ async def load_leaves(service: MasterService) -> set[str]:
     return leaves
 
 
+async def _confirm_leaf_index(service: MasterService, report: FsckReport) -> None:
+    """Nodes and the leaf index are read one after the other, so on a live store an eviction
+    or a link in between looks like a wrong leaf index. Re-read each suspect node with its
+    index membership in one transaction (one hash tag) and keep only what is still wrong."""
+    suspects = [p for p in report.problems if p.kind == "leaf_index"]
+    if not suspects:
+        return
+    keys = service.keys
+    gone: set[int] = set()
+    for i, p in enumerate(suspects):
+        shard = keys.shard_of(p.node)
+        pipe = service.backend.client.pipeline(transaction=True)
+        pipe.exists(keys.node(shard, p.node))
+        pipe.scard(keys.node_keys(shard, p.node))
+        pipe.zcard(keys.node_children(shard, p.node))
+        pipe.zscore(keys.shard_key(shard, "leaves"), p.node)
+        exists, nkeys, nchildren, score = await pipe.execute()
+        expected = bool(exists) and nkeys > 0 and nchildren == 0
+        if expected == (score is not None):
+            gone.add(i)
+    if gone:
+        drop = {id(suspects[i]) for i in gone}
+        report.problems[:] = [p for p in report.problems if id(p) not in drop]
+
+
 async def check_radix(service: MasterService, report: FsckReport, now: int) -> None:
     nodes = await load_nodes(service)
     leaves = await load_leaves(service)
@@ -146,6 +171,7 @@ async def check_radix(service: MasterService, report: FsckReport, now: int) -> N
                 report.add("wrong_node", h, f"key {key!r} belongs to {service.prefix_of(key)!r}")
     for h in leaves - nodes.keys():
         report.add("leaf_index", h, f"leaf index lists {h} that is not a node")
+    await _confirm_leaf_index(service, report)
     # Parent chains: depth histogram and cycles (cascades stop at a cycle; fsck names it).
     depth: dict[str, int] = {}
     for h in nodes:

@@ -302,6 +302,31 @@ async def test_fsck_repairs_dangling_edge_from_interrupted_link(service: MasterS
     await assert_clean(service)
 
 
+async def test_fsck_finds_and_repairs_a_wrong_leaf_index(service: MasterService) -> None:
+    """A leaf missing from its shard's leaf index (and a stale entry) is reported, confirmed
+    by the atomic re-read (which drops only what a live store changed meanwhile), repaired."""
+    P = next(hashes_in_shard(service, 2, "li"))
+    C = next(hashes_in_shard(service, 4, "li"))
+    await service.batch_register_radix_tree_node([(P, "", [P]), (C, P, [C])])
+    client, keys = service.backend.client, service.keys
+    await client.zrem(keys.shard_key(keys.shard_of(C), "leaves"), C)  # the leaf C is missing
+    await client.zadd(keys.shard_key(keys.shard_of(P), "leaves"), {P: 1})  # P has a child
+    report = await fsck(service)
+    assert report.kinds() == {"leaf_index": 2}, report.to_dict()["problems"]
+    assert not report.only_allowed
+    report = await fsck(service, repair=True)
+    assert all(p.repaired for p in report.problems)
+    await assert_clean(service)
+    # What a live store changed between fsck's two reads is not reported.
+    from mooncake_redis.fsck import FsckReport, _confirm_leaf_index
+
+    stale = FsckReport()
+    stale.add("leaf_index", C, "read as a leaf, then missing from the index")
+    stale.add("leaf_index", P, "read as an inner node, then found in the index")
+    await _confirm_leaf_index(service, stale)
+    assert stale.problems == []
+
+
 async def test_interrupted_unlink_leaves_only_dangling_edge(service: MasterService) -> None:
     P = next(hashes_in_shard(service, 1, "ul"))
     C = next(hashes_in_shard(service, 6, "ul"))
