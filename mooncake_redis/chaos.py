@@ -101,16 +101,7 @@ def snapshot_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 async def complete_objects(service: MasterService) -> dict[str, str]:
     """Key -> put id of every object whose state is COMPLETE."""
-    client = service.backend.client
-    keys = service.keys
-    out: dict[str, str] = {}
-    for shard in range(keys.num_shards):
-        members = [_s(m) for m in await client.smembers(keys.shard_key(shard, "objects"))]
-        for key in members:
-            st, pid = await client.hmget(keys.obj(shard, key), "st", "pid")
-            if st is not None and _s(st) == "C":
-                out[key] = _s(pid)
-    return out
+    return await service.complete_objects()
 
 
 async def violations(service: MasterService) -> list[str]:
@@ -455,12 +446,7 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
 
 
 async def _evicted_total(service: MasterService) -> int:
-    client = service.backend.client
-    total = 0
-    for shard in range(service.keys.num_shards):
-        v = await client.hget(service.keys.anchor(shard), "evicted_keys")
-        total += int(v or 0)
-    return total
+    return (await service.shard_totals("evicted_keys"))["evicted_keys"]
 
 
 def _p99_windows(lat: list[tuple[float, float]], window: float) -> list[float]:

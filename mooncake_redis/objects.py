@@ -438,6 +438,17 @@ class ObjectsMixin(AllocationMixin):
             results[i] = _err(r)
         return results
 
+    async def complete_objects(self) -> dict[str, str]:
+        """Key -> put id of every COMPLETE object, without granting a lease: one atomic script
+        call per node (a consistent snapshot on a single Redis, even while an evictor runs).
+        For tools, health samples and tests, not a Mooncake RPC."""
+        items: list[ShardItem] = [(sh, []) for sh in range(self.keys.num_shards)]
+        out: dict[str, str] = {}
+        for _, reply in await self.run_sharded("objects_complete", items):
+            for flat in reply:
+                out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
+        return out
+
     async def _all_object_keys(self) -> list[str]:
         async def scan(shard: int) -> list[str]:
             out: list[str] = []

@@ -54,6 +54,17 @@ class ServiceBase:
     def shard_of_key(self, key: str) -> int:
         return self.keys.shard_of(self.prefix_of(key))
 
+    async def shard_totals(self, *fields: str) -> dict[str, int]:
+        """Sums of the shards' stats counters (``evicted_keys``, ``objects``...), one pipeline."""
+        pipe = self.backend.client.pipeline(transaction=False)
+        for shard in range(self.keys.num_shards):
+            pipe.hmget(self.keys.anchor(shard), *fields)
+        totals = dict.fromkeys(fields, 0)
+        for values in await pipe.execute():
+            for name, v in zip(fields, values):
+                totals[name] += int(float(v or 0))
+        return totals
+
     async def run_sharded(
         self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
     ) -> list[tuple[list[int], Any]]:

@@ -9,31 +9,14 @@ that found no room or left the used ratio above the high watermark.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
 from ..models import ReplicateConfig, Segment
 from ..service import MasterService
-from ..service_base import ShardItem
 from .target import PutItem, ReplayTarget, TargetOptions
 
 CLIENT = "replay-engine"
-
-
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-async def complete_keys(svc: MasterService) -> set[str]:
-    """Complete objects, read without granting a lease: one atomic script call per node, so a
-    sample is a consistent snapshot on a single Redis even while workers evict."""
-    out: set[str] = set()
-    items: list[ShardItem] = [(sh, []) for sh in range(svc.keys.num_shards)]
-    for _, reply in await svc.run_sharded("objects_complete", items):
-        for keys in reply:
-            out.update(_s(k) for k in keys)
-    return out
 
 
 def store_config(options: TargetOptions, url: str) -> Config:
@@ -92,7 +75,7 @@ class RedisTarget:
         ]
 
     async def stored_keys(self) -> set[str]:
-        return await complete_keys(self.svc)
+        return set(await self.svc.complete_objects())
 
     async def counters(self) -> dict[str, int]:
         m = self.svc.eviction_metrics

@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import MooncakeError
 from ..server.fleet import WorkerFleet
 from ..service import MasterService
-from .redis_target import CLIENT, complete_keys, store_config
+from .redis_target import CLIENT, store_config
 from .target import PutItem, TargetOptions
 
 PASSES_METRIC = "master_successful_evictions_total"
@@ -94,24 +94,22 @@ class WorkerTarget:
         return [not isinstance(r, MooncakeError) for r in res]
 
     async def stored_keys(self) -> set[str]:
-        return await complete_keys(self.svc)
+        return set(await self.svc.complete_objects())
 
     async def counters(self) -> dict[str, int]:
-        client, keys = self.svc.backend.client, self.svc.keys
-        pipe = client.pipeline(transaction=False)
-        for shard in range(keys.num_shards):
-            pipe.hmget(keys.shard_key(shard, "stats"), "evicted_keys", "evicted_bytes")
-        evicted = nbytes = 0
-        for k, b in await pipe.execute():
-            evicted += int(k or 0)
-            nbytes += int(b or 0)
+        t = await self.svc.shard_totals("evicted_keys", "evicted_bytes")
         passes = 0
         for c in self.clients:
             with contextlib.suppress(MooncakeError, httpx.HTTPError):
                 for line in (await c.metrics()).splitlines():
                     if line.startswith(PASSES_METRIC + " "):
                         passes += int(float(line.split()[1]))
-        return {"evictions": passes, "evicted_keys": evicted, "bytes_evicted": nbytes, "removed": 0}
+        return {
+            "evictions": passes,
+            "evicted_keys": t["evicted_keys"],
+            "bytes_evicted": t["evicted_bytes"],
+            "removed": 0,
+        }
 
     async def close(self) -> None:
         if self._pinger is not None:
