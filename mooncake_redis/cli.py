@@ -2,6 +2,8 @@
 
 Each module in SUBCOMMAND_MODULES exposes ``register(subparsers)``, which adds its parsers and
 sets ``func`` (args -> exit code). Options read ``MOONCAKE_REDIS_*`` variables as defaults.
+Every command runs under one guard (:func:`.cli_common.run_command`): a failure is one line on
+stderr, never a traceback; bad arguments are refused by the parser with the command's usage.
 """
 
 from __future__ import annotations
@@ -11,22 +13,27 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from .cli_common import Parser, add_redis_url, run_command
+
 SUBCOMMAND_MODULES = (
     "mooncake_redis.replay.commands",  # replay, demo
     "mooncake_redis.tools",  # inspect, fsck
     "mooncake_redis.server.commands",  # serve
     "mooncake_redis.eviction.commands",  # evictor
     "mooncake_redis.bench",  # bench
-    "mooncake_redis.chaos",  # chaos
+    "mooncake_redis.chaos_cli",  # chaos
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mooncake-redis",
-        description="Mooncake Store master metadata and radix-tree index on Redis.",
+        description="Mooncake Store master metadata and radix-tree index on Redis.\n"
+        "Every command takes --redis-url (default: the embedded store, or "
+        "MOONCAKE_REDIS_REDIS_URL).",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_redis_url(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in SUBCOMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -44,8 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    code: int = args.func(args)
-    return code
+    if not hasattr(args, "redis_url"):
+        args.redis_url = None
+    return run_command(args.command, args.func, args)
 
 
 if __name__ == "__main__":

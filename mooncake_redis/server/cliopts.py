@@ -8,6 +8,7 @@ import os
 from dataclasses import fields
 from typing import Any
 
+from ..cli_common import add_redis_url, env_redis_url, positive_int
 from ..config import ENV_PREFIX, Config
 
 # CLI-only settings and the variables that provide their defaults (Config fields come on top).
@@ -33,28 +34,36 @@ def known_env_names() -> set[str]:
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
+    """The store options. They have no defaults of their own (Config and its variables supply
+    them), so a parser and its nested subcommands may all carry them: ``inspect --json stats``
+    and ``inspect stats --json`` mean the same."""
     g = p.add_argument_group("store (also MOONCAKE_REDIS_<FIELD> for every Config field)")
+    add_redis_url(g)
     g.add_argument(
-        "--redis-url",
-        help="redis://, rediss:// (TLS), redis+cluster://, unix:// "
-        "(env MOONCAKE_REDIS_REDIS_URL; user:password@ in the URL for ACL users)",
+        "--namespace",
+        default=argparse.SUPPRESS,
+        help="key namespace (default mc; env MOONCAKE_REDIS_NAMESPACE)",
     )
-    g.add_argument("--namespace", help="key namespace (env MOONCAKE_REDIS_NAMESPACE)")
-    g.add_argument("--num-shards", type=int, help="env MOONCAKE_REDIS_NUM_SHARDS")
+    g.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=argparse.SUPPRESS,
+        help="hash-tag shards, fixed at first use (default 64; env MOONCAKE_REDIS_NUM_SHARDS)",
+    )
     g.add_argument(
         "--enable-radix-tree",
         action="store_true",
-        default=None,
+        default=argparse.SUPPRESS,
         help="register puts in the radix index (env MOONCAKE_REDIS_ENABLE_RADIX_TREE)",
     )
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
     return Config.from_env(
-        redis_url=args.redis_url,
-        namespace=args.namespace,
-        num_shards=args.num_shards,
-        enable_radix_tree=args.enable_radix_tree,
+        redis_url=getattr(args, "redis_url", None) or env_redis_url(),
+        namespace=getattr(args, "namespace", None),
+        num_shards=getattr(args, "num_shards", None),
+        enable_radix_tree=getattr(args, "enable_radix_tree", None),
     )
 
 

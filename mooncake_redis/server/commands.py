@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backend import redact
-from ..errors import MooncakeError
+from ..cli_common import log_level, non_negative_float, port
 from .cliopts import add_config_args, config_from_args, env
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -27,7 +30,7 @@ def register(subparsers: Any) -> None:
         help="bind address (env MOONCAKE_REDIS_HOST; loopback unless told otherwise)",
     )
     p.add_argument(
-        "--port", type=int, default=int(env("port", 50051)), help="env MOONCAKE_REDIS_PORT"
+        "--port", type=port, default=env("port", "50051"), help="TCP port (env MOONCAKE_REDIS_PORT)"
     )
     p.add_argument(
         "--token",
@@ -42,22 +45,51 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--fsck-interval",
-        type=float,
-        default=float(env("fsck_interval", 300.0)),
+        type=non_negative_float,
+        default=env("fsck_interval", "300"),
         help="seconds between cached background fsck runs for /metrics; 0 = off "
         "(env MOONCAKE_REDIS_FSCK_INTERVAL)",
     )
     p.add_argument(
         "--graceful-timeout",
-        type=float,
-        default=float(env("graceful_timeout", 30.0)),
+        type=non_negative_float,
+        default=env("graceful_timeout", "30"),
         help="seconds to finish in-flight requests on SIGTERM "
         "(env MOONCAKE_REDIS_GRACEFUL_TIMEOUT)",
     )
     p.add_argument(
-        "--log-level", default=env("log_level", "info"), help="env MOONCAKE_REDIS_LOG_LEVEL"
+        "--log-level",
+        type=log_level,
+        default=env("log_level", "info"),
+        help="debug, info, warning, error (env MOONCAKE_REDIS_LOG_LEVEL)",
     )
     p.set_defaults(func=run_serve)
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Fails with one line when the address cannot be bound (in use, not ours)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+async def _preflight(config: Config) -> None:
+    if config.redis_url.startswith("fakeredis://"):
+        return  # the embedded store lives in the worker's own process
+    from ..service import MasterService
+
+    service = await MasterService.from_url(config.redis_url, config)
+    await service.aclose()
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -69,11 +101,11 @@ def run_serve(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     log = logging.getLogger("mooncake_redis.server")
-    try:
-        config = config_from_args(args)
-    except MooncakeError as exc:
-        print(f"serve: {exc}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)
+    _check_bind(args.host, args.port)
+    # Reach Redis (and check the namespace's recorded shard count) before uvicorn starts: a
+    # failure is then one line from the CLI's guard, not a traceback from the app's startup.
+    asyncio.run(_preflight(config))
     if args.host not in LOOPBACK and not args.token:
         log.warning("binding %s without --token: anyone who reaches it can use the API", args.host)
     settings = ServerSettings(
