@@ -221,5 +221,8 @@ def test_cli_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     )  # fmt: skip
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "radix @100" in out and "batch-evict @200" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert [r[:2] for r in rows if r[1:2] in (["radix"], ["batch-evict"]) and r[0].isdigit()] == [
+        ["100", "radix"], ["100", "batch-evict"], ["200", "radix"], ["200", "batch-evict"]
+    ]  # fmt: skip
     assert png.exists()

@@ -16,9 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
+from mooncake_redis.cli_common import (
+    add_redis_url,
+    describe_store,
+    env_redis_url,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    positive_int_list,
+    scoring,
+)
+from mooncake_redis.replay import traces
 from mooncake_redis.replay.driver import ReplayOptions, ReplayResult, replay
-from mooncake_redis.replay.report import plot_capacity, print_results, results_json
+from mooncake_redis.replay.report import (
+    plot_capacity,
+    print_results,
+    print_summary,
+    results_json,
+)
 from mooncake_redis.replay.synth import SynthConfig, generate
 from mooncake_redis.replay.target import (
     TargetOptions,
@@ -36,11 +53,6 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV + name, default)
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = _env(name)
-    return int(raw) if raw else default
-
-
 def default_target() -> str:
     """Our own store when its target is registered, else the in-memory reference model."""
     explicit = _env("REPLAY_TARGET")
@@ -50,47 +62,68 @@ def default_target() -> str:
 
 
 def _add_store_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--redis-url",
-        default=_env("URL"),
-        help="Redis URL of our store (default: the embedded store; env MOONCAKE_REDIS_URL)",
+    add_redis_url(
+        p,
+        help="Redis URL of our store (default: a fresh embedded store per run; "
+        "env MOONCAKE_REDIS_REDIS_URL)",
     )
-    p.add_argument("--policy", choices=POLICIES, default=_env("REPLAY_POLICY", "radix"))
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=_env("REPLAY_POLICY", "radix"),
+        help="radix: leaf-first eviction and the radix index; batch-evict: Mooncake's BatchEvict",
+    )
     p.add_argument(
         "--scoring",
+        type=scoring,
         default=_env("EVICTION_POLICY", "lru"),
-        help="radix leaf scoring policy, e.g. lru or lru-freq (default lru)",
+        help="radix leaf scoring: lru or lru-freq[:W]",
     )
-    p.add_argument("--key-format", choices=KEY_FORMATS, default="mla")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (mha: 2*tp keys/block)")
+    p.add_argument(
+        "--key-format",
+        choices=KEY_FORMATS,
+        default="mla",
+        help="mla: one object per block; mha: a K and a V object per TP rank",
+    )
+    p.add_argument(
+        "--tp", type=positive_int, default=1, help="tensor-parallel ranks (mha: 2*tp keys/block)"
+    )
     p.add_argument(
         "--engines",
-        type=int,
+        type=non_negative_int,
         default=0,
-        help="tiered mode: N engines with their own host caches, routed at random (default 0)",
+        help="tiered mode: N engines with their own host caches, routed at random (0 = off)",
     )
-    p.add_argument("--host-cache-blocks", type=int, default=0, help="host cache size per engine")
+    p.add_argument(
+        "--host-cache-blocks",
+        type=non_negative_int,
+        default=0,
+        help="host cache size per engine, in blocks",
+    )
     p.add_argument(
         "--workers",
-        type=int,
-        default=_env_int("WORKERS", 0),
+        type=non_negative_int,
+        default=_env("WORKERS", "0"),
         help="drive N worker processes over HTTP instead of the in-process library",
     )
     p.add_argument(
         "--lease-ttl-ms",
-        type=int,
+        type=non_negative_int,
         default=None,
-        help="object lease (default 10 s of trace time: 10000 / speedup)",
+        help="object lease, 0 = none (default 10 s of trace time: 10000 / speedup)",
     )
-    p.add_argument("--value-size", type=int, default=4096, help="bytes per object (default 4096)")
-    p.add_argument("--batch-size", type=int, default=128, help="keys per call (SGLang: 128)")
+    p.add_argument("--value-size", type=positive_int, default=4096, help="bytes per object")
+    p.add_argument(
+        "--batch-size", type=positive_int, default=128, help="keys per call (SGLang: 128)"
+    )
     p.add_argument(
         "--sample-every",
-        type=int,
+        type=non_negative_int,
         default=None,
-        help="requests between health samples (default: 100; demo: 25 samples per run)",
+        help="requests between health samples, 0 = only at the end "
+        "(default: 100; demo: 25 samples per run)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the engine routing")
     p.add_argument("--json", action="store_true", help="print results as JSON instead of a table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -106,7 +139,15 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
             "blocks, evictions and latency. Give --target several times to compare side by side."
         ),
     )
-    p.add_argument("--trace", required=_env("REPLAY_TRACE") is None, default=_env("REPLAY_TRACE"))
+    p.add_argument(
+        "--trace",
+        required=_env("REPLAY_TRACE") is None,
+        default=_env("REPLAY_TRACE"),
+        metavar="FILE|NAME",
+        help="a Mooncake FAST'25 trace (JSONL), or the short name of a bundled slice: "
+        + ", ".join(traces.bundled())
+        + " (env MOONCAKE_REDIS_REPLAY_TRACE)",
+    )
     p.add_argument(
         "--target",
         action="append",
@@ -118,14 +159,16 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--capacity-blocks",
-        type=int,
-        default=_env_int("REPLAY_CAPACITY_BLOCKS", 10_000),
-        help="segments are mounted so that N complete blocks fit (default 10000)",
+        type=positive_int,
+        default=_env("REPLAY_CAPACITY_BLOCKS", "10000"),
+        help="segments are mounted so that N complete blocks fit",
     )
-    p.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
+    p.add_argument(
+        "--limit", type=positive_int, default=None, help="replay only the first N requests"
+    )
     p.add_argument(
         "--speedup",
-        type=float,
+        type=positive_float,
         default=None,
         help="follow timestamps at X times real time (default: as fast as possible)",
     )
@@ -145,16 +188,38 @@ def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
             "at the same capacities, print the comparison and write a PNG plot."
         ),
     )
-    p.add_argument("--target", default=None, help="store to drive (default: redis or model)")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="store to drive: redis (ours) or model (in-memory reference); default redis",
+    )
     p.add_argument(
         "--capacities",
+        type=positive_int_list,
         default="60,120,240",
-        help="comma-separated capacities in blocks (default 60,120,240)",
+        help="comma-separated store capacities in blocks, one run per policy each",
     )
-    p.add_argument("--conversations", type=int, default=14, help="synthetic conversations")
+    p.add_argument(
+        "--conversations",
+        type=positive_int,
+        default=14,
+        help="synthetic conversations (more: a longer trace)",
+    )
     p.add_argument("--plot", default="mooncake-redis-demo.png", help="PNG output path")
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--speedup", type=float, default=None)
+    p.add_argument(
+        "--limit", type=positive_int, default=None, help="replay only the first N requests"
+    )
+    p.add_argument(
+        "--speedup",
+        type=positive_float,
+        default=None,
+        help="follow timestamps at X times real time (default: as fast as possible)",
+    )
+    p.add_argument(
+        "--details",
+        action="store_true",
+        help="the full table (every figure, one column per run) instead of the summary",
+    )
     _add_store_options(p)
     p.set_defaults(func=run_demo, engines=4, host_cache_blocks=150)
     return p
@@ -167,20 +232,22 @@ def _lease_ms(args: argparse.Namespace) -> int:
 
 
 def _options(
-    args: argparse.Namespace, capacity: int, policy: str, label: str
+    args: argparse.Namespace, capacity: int, policy: str, label: str, target: str = "redis"
 ) -> tuple[TargetOptions, ReplayOptions]:
     per_block = 1 if args.key_format == "mla" else 2 * args.tp
+    url = getattr(args, "redis_url", None) or env_redis_url()
     topts = TargetOptions(
         capacity_blocks=capacity,
         objects_per_block=per_block,
         value_size=args.value_size,
         policy=policy,
         scoring=args.scoring,
-        redis_url=args.redis_url,
+        redis_url=url,
         workers=args.workers,
         lease_ttl_ms=_lease_ms(args),
     )
     params: dict[str, Any] = {
+        "store": store_name(target, url, args.workers),
         "policy": policy,
         "capacity_blocks": capacity,
         "keys": args.key_format if args.key_format == "mla" else f"mha tp{args.tp}",
@@ -219,8 +286,18 @@ async def run_one(
     return result
 
 
+def store_name(target: str, url: str | None, workers: int = 0) -> str:
+    """What a report calls the store a run drives."""
+    if target == "mooncake":
+        return "a real mooncake_master on loopback"
+    if target == "model":
+        return "the in-memory reference model"
+    where = describe_store(url)
+    return f"{workers} workers over HTTP on {where}" if workers else where
+
+
 def _fail(message: str) -> int:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return 2
 
 
@@ -246,7 +323,7 @@ def _run(
 def run_replay(args: argparse.Namespace) -> int:
     """Entry point of `mooncake-redis replay`; returns the exit code."""
     try:
-        records = load_trace(args.trace, args.limit)
+        records = load_trace(traces.resolve(args.trace), args.limit)
     except (OSError, TraceError) as exc:
         return _fail(str(exc))
     if not records:
@@ -254,7 +331,7 @@ def run_replay(args: argparse.Namespace) -> int:
     names = args.target or [default_target()]
     jobs = []
     for name in names:
-        topts, ropts = _options(args, args.capacity_blocks, args.policy, name)
+        topts, ropts = _options(args, args.capacity_blocks, args.policy, name, target=name)
         if name == "mooncake":
             ropts = replace(ropts, params={**ropts.params, "policy": "batch-evict (mooncake)"})
         jobs.append((name, topts, ropts))
@@ -264,16 +341,14 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.json:
         print(results_json(results))
     else:
-        print_results(results, title=f"replay of {args.trace}")
+        stores = sorted({r.params.get("store", "") for r in results} - {""})
+        print_results(results, title=f"replay of {args.trace} on {'; '.join(stores)}")
     return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
     """Entry point of `mooncake-redis demo`; returns the exit code."""
-    try:
-        capacities = [int(c) for c in str(args.capacities).split(",") if c.strip()]
-    except ValueError:
-        return _fail(f"--capacities must be comma-separated integers, got {args.capacities!r}")
+    capacities: list[int] = args.capacities
     records = generate(SynthConfig(seed=args.seed, conversations=args.conversations))
     if args.sample_every is None:  # a short trace: enough samples for a mean and a max
         args.sample_every = max(1, len(records) // 25)
@@ -287,20 +362,27 @@ def run_demo(args: argparse.Namespace) -> int:
     jobs = []
     for capacity in capacities:
         for policy in POLICIES:
-            topts, ropts = _options(args, capacity, policy, f"{policy} @{capacity}")
+            topts, ropts = _options(args, capacity, policy, f"{policy} @{capacity}", target=name)
             jobs.append((name, topts, ropts))
     results = _run(jobs, records)
     if isinstance(results, int):
         return results
-    path = plot_capacity(results, Path(args.plot))
+    refs = sum(len(r.hash_ids) for r in records[: args.limit])
+    keys = "MLA keys" if args.key_format == "mla" else f"MHA keys, TP {args.tp}"
+    what = [
+        f"synthetic trace: {results[0].requests:,} requests, {refs:,} block references",
+        f"{args.engines} engines x {args.host_cache_blocks} host-cache blocks, {keys}",
+    ]
+    store = results[0].params.get("store", name)
+    plot_title = f"demo: radix vs batch-evict on the {store}\n" + "; ".join(what)
+    path = plot_capacity(results, Path(args.plot), title=plot_title)
     if args.json:
         print(results_json(results))
     else:
-        refs = sum(len(r.hash_ids) for r in records)
-        print_results(
-            results,
-            title=f"demo: {len(records):,} synthetic requests, {refs:,} block references, "
-            f"target {name}",
-        )
+        title = "\n".join([f"demo: radix vs batch-evict on the {store}", *what])
+        if args.details:
+            print_results(results, title=title)
+        else:
+            print_summary(results, title=title)
         print(f"plot written to {path}", file=sys.stdout)
     return 0

@@ -15,7 +15,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from mooncake_redis.replay.hostcache import EngineFleet
 from mooncake_redis.replay.metrics import LatencyRecorder, SampleStats, analyse
@@ -145,6 +153,8 @@ async def replay(
         MofNCompleteColumn(),
         TextColumn("hit {task.fields[hit]:.1%}"),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
         console=console,
         disable=not (opts.progress and console.is_terminal),
         transient=True,
@@ -152,7 +162,9 @@ async def replay(
     t_start = time.perf_counter()
     ts0 = recs[0].timestamp_ms if recs else 0
     with progress:
-        task = progress.add_task(f"replay {res.label}", total=len(recs), hit=0.0)
+        store = opts.params.get("store")
+        where = f" on {store}" if store else ""
+        task = progress.add_task(escape(f"{res.label}{where}"), total=len(recs), hit=0.0)
         for i, rec in enumerate(recs):
             if opts.speedup:
                 delay = (rec.timestamp_ms - ts0) / 1e3 / opts.speedup
