@@ -1,10 +1,11 @@
-"""``mooncake-redis bench``: figures for docs/benchmarks.md, printed and written as JSON.
+"""``mooncake-redis bench``: the figures of docs/benchmarks.md, printed as tables.
 
 Sections: prefix (index vs SCAN at two sizes), throughput (batch-128 exists/put vs a naive
 baseline and the real Mooncake master), workers (the same calls in process, through one worker
 and through three, and the HTTP hop's cost), roundtrips (commands per call), memory (bytes per
 object), eviction (same evicted count at two tree sizes). Ratios are against baselines measured
-in the same run, since the machine is shared and noisy.
+in the same run, since the machine is shared and noisy. --json prints the figures as JSON,
+--out FILE writes them; nothing is written unasked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.pretty import Pretty
+
+from ..cli_common import add_redis_url, choice_list, describe_store, redis_url
 
 SECTIONS = ("prefix", "throughput", "workers", "roundtrips", "memory", "eviction")
 
@@ -39,7 +41,19 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
     if name == "workers":
         from ..server.bench import run_bench
 
-        return lambda: run_bench(url, seconds=1.0 if args.quick else 3.0)
+        async def workers() -> Any:
+            # Worker processes share the store: the embedded one is served to them over TCP.
+            from ..backend import EmbeddedTcpServer
+
+            embedded = EmbeddedTcpServer() if url.startswith("fakeredis://") else None
+            try:
+                return await run_bench(embedded.url if embedded else url, seconds=seconds)
+            finally:
+                if embedded is not None:
+                    embedded.close()
+
+        seconds = 1.0 if args.quick else 3.0
+        return workers
     if name == "roundtrips":
         from .throughput import bench_round_trips
 
@@ -74,7 +88,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
         },
-        "redis_url": args.redis_url,
+        "redis_url": describe_store(args.redis_url),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     for name in args.sections:
@@ -85,33 +99,62 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         console.print(f"[bold]bench {name}[/bold] ...")
         t0 = time.perf_counter()
         results[name] = await fn()
-        console.print(Pretty(results[name]))
+        if not args.json:
+            from .tables import section_tables
+
+            for table in section_tables(name, results[name]):
+                Console().print(table)
         console.print(f"  ({time.perf_counter() - t0:.1f} s)")
     return results
 
 
+# Sections that need a Redis server: what they measure does not exist in the embedded store.
+NEEDS_SERVER = {"memory": "Redis INFO memory"}
+
+
 def main(args: argparse.Namespace) -> int:
+    args.redis_url = redis_url(args.redis_url)
+    err = Console(stderr=True)
+    if args.redis_url.startswith("fakeredis"):
+        err.print(
+            "note: measuring the embedded store (fakeredis in this process), several times "
+            "slower than Redis; give --redis-url redis://127.0.0.1:6379 for the figures of "
+            "docs/benchmarks.md",
+            highlight=False,
+        )
+        skipped = [s for s in args.sections if s in NEEDS_SERVER]
+        for s in skipped:
+            err.print(f"note: skipping {s}: it needs {NEEDS_SERVER[s]}", highlight=False)
+        args.sections = [s for s in args.sections if s not in NEEDS_SERVER]
+    else:
+        err.print(f"bench on {describe_store(args.redis_url)}", highlight=False)
     results = asyncio.run(run(args))
-    Path(args.json).write_text(json.dumps(results, indent=2, default=str))
-    Console(stderr=True).print(f"wrote {args.json}")
+    if args.json:
+        print(json.dumps(results, indent=2, default=str))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2, default=str))
+        err.print(f"wrote {args.out}", highlight=False)
     return 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "bench", help="benchmarks: prefix query, throughput, memory, eviction"
+        "bench",
+        help="benchmarks: prefix query, throughput, workers, round trips, memory, eviction",
+        description=(__doc__ or "").split("\n", 1)[1].strip(),
     )
-    p.add_argument(
-        "--redis-url",
-        default=os.environ.get("MOONCAKE_REDIS_URL", "redis://127.0.0.1:6379"),
-        help="Redis to measure (default redis://127.0.0.1:6379; env MOONCAKE_REDIS_URL)",
+    add_redis_url(
+        p,
+        help="Redis to measure (default: the embedded store; env MOONCAKE_REDIS_REDIS_URL); "
+        "a fresh namespace per section, removed afterwards",
     )
     p.add_argument(
         "--sections",
-        type=lambda s: [x for x in s.split(",") if x],
+        type=choice_list(SECTIONS),
         default=list(SECTIONS),
-        help=f"comma-separated subset of {','.join(SECTIONS)}",
+        help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
     )
     p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
-    p.add_argument("--json", default="bench-results.json", help="where to write the figures")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON, no tables")
+    p.add_argument("--out", metavar="FILE", help="also write the figures as JSON to FILE")
     p.set_defaults(func=main)
