@@ -6,18 +6,16 @@ Probes (used by tests and by the chaos run):
 - :func:`complete_objects`: the COMPLETE objects (key -> put id), to count lost objects;
 - :func:`violations`: fsck problems that are not allowed between protocol steps.
 
-The chaos command (see :func:`register`) runs worker processes and the evictor against a real
-Redis or Redis Cluster, SIGKILLs one of them every few seconds and restarts it, under mixed load
-with memory pressure, and ends with fsck and a count of operations, kills, violations and losses.
+The chaos run (:func:`run_chaos`; ``mooncake-redis chaos`` in :mod:`.chaos_cli`) runs worker
+processes and the evictor against a real Redis or Redis Cluster, SIGKILLs one of them every few
+seconds and restarts it, under mixed load with memory pressure, and ends with fsck and a count
+of operations, kills, violations and losses.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
-import os
 import random
 import time
 import uuid
@@ -461,97 +459,6 @@ def _p99_windows(lat: list[tuple[float, float]], window: float) -> list[float]:
         xs = sorted(buckets[b])
         out.append(round(xs[min(len(xs) - 1, int(0.99 * len(xs)))] * 1000, 1))
     return out
-
-
-# ---------------------------------------------------------------------------------- CLI
-def register(subparsers: Any) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "chaos",
-        help="kill and restart workers and the evictor under load; count violations and losses",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    d = ChaosOptions()
-    p.add_argument(
-        "--redis-url",
-        default=os.environ.get("MOONCAKE_REDIS_REDIS_URL", d.redis_url),
-        help="redis:// or redis+cluster:// (loopback); a fresh namespace is used and removed",
-    )
-    p.add_argument("--duration", type=float, default=d.duration_s, help="seconds of load")
-    p.add_argument("--workers", type=int, default=d.workers)
-    p.add_argument("--lanes", type=int, default=d.lanes, help="concurrent client lanes")
-    p.add_argument(
-        "--kill-every",
-        type=float,
-        default=d.kill_every_s,
-        help="mean seconds between kills (0: none)",
-    )
-    p.add_argument("--capacity-objects", type=int, default=d.capacity_objects)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    p.add_argument("--keep", action="store_true", help="keep the namespace's keys afterwards")
-    p.set_defaults(func=_main)
-
-
-def _main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(stderr=True)
-    opts = ChaosOptions(
-        redis_url=args.redis_url,
-        duration_s=args.duration,
-        workers=args.workers,
-        lanes=args.lanes,
-        kill_every_s=args.kill_every,
-        capacity_objects=args.capacity_objects,
-        seed=args.seed,
-    )
-
-    async def go() -> ChaosReport:
-        try:
-            rep = await run_chaos(opts, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
-        finally:
-            if not args.keep:
-                await _drop_namespace(opts.redis_url, opts.namespace)
-        if not args.keep:
-            rep.redis_used_memory["after_drop"] = await _memory_of(opts.redis_url)
-        return rep
-
-    rep = asyncio.run(go())
-    d = rep.to_dict()
-    table = Table(title=f"chaos: {opts.redis_url} namespace {opts.namespace}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    rows = [
-        ("seconds", rep.seconds),
-        ("operations", d["total_ops"]),
-        ("kills (worker / evictor)", f"{rep.kills.get('worker', 0)} / "
-                                     f"{rep.kills.get('evictor', 0)}"),
-        ("restarts", rep.restarts),
-        ("errors", d["total_errors"]),
-        ("calls cut by a kill (not resent)", rep.interrupted_by_kills),
-        ("acknowledged COMPLETE objects", rep.acked_complete),
-        ("removed by the load (+ cut by a kill)", f"{rep.removed} (+{rep.removes_cut_by_kills})"),
-        ("gone otherwise / evicted (counter)", f"{rep.disappeared} / {rep.evicted_total}"),
-        ("lost objects", rep.lost_objects),
-        ("allowed states before repair", rep.allowed_before_repair),
-        ("invariant violations", d["violation_count"]),
-        ("p99 ms per window", rep.p99_ms_by_window),
-        ("Redis used_memory before / after / after drop",
-         f"{rep.redis_used_memory.get('before')} / {rep.redis_used_memory.get('after')} / "
-         f"{rep.redis_used_memory.get('after_drop', '-')}"),
-    ]  # fmt: skip
-    for name, value in rows:
-        table.add_row(name, str(value))
-    Console().print(table)
-    for v in rep.violations_before_repair + rep.violations:
-        console.print(f"[red]violation[/red] {v}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(d, f, indent=2)
-    bad = d["violation_count"] or rep.lost_objects or d["total_errors"]
-    return 1 if bad else 0
 
 
 async def _memory_of(url: str) -> int:

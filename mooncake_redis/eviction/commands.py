@@ -1,12 +1,5 @@
-"""``mooncake-redis evictor``: a dedicated evictor (and janitor) process, or one pass now.
-
-    mooncake-redis evictor --redis-url URL [--once] [--json]
-
-Without ``--once`` the process competes for the evictor lease with every worker running
-``serve --evictor auto`` and, while it holds it, evicts whenever the watermark (or a failed
-allocation) asks for it and runs the janitor; SIGINT/SIGTERM stop it and release the lease.
-``--once`` runs one full pass now (``evict_once``) and prints what it evicted.
-Also mounts ``bench-eviction`` (see :mod:`.bench`).
+"""``mooncake-redis evictor``: a dedicated evictor (and janitor) process, or one pass now; its
+help is DESCRIPTION below. Also mounts ``bench-eviction`` (see :mod:`.bench`).
 """
 
 from __future__ import annotations
@@ -17,20 +10,26 @@ import contextlib
 import json
 import logging
 import signal
-import sys
 from typing import Any
 
-from ..errors import MooncakeError
+from ..cli_common import positive_int, scoring
 from ..server.cliopts import add_config_args, config_from_args
 from .metrics import EvictionResult
+
+DESCRIPTION = """Run the eviction coordinator and janitor, or one eviction pass now.
+
+Without --once the process competes for the evictor lease with every worker running
+`serve --evictor auto` and, while it holds it, evicts whenever the high watermark (or a failed
+allocation) asks for it and runs the janitor. Ctrl-C or SIGTERM stops it and releases the lease.
+--once runs one full pass now and prints what it evicted (exit 3 when another evictor holds the
+lease)."""
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "evictor",
         help="run the evictor and janitor (lease-coordinated), or one eviction pass (--once)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
     )
     add_config_args(p)
     p.add_argument("--once", action="store_true", help="one full eviction pass now, then exit")
@@ -40,10 +39,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --once: evict even below the watermark (as after a failed allocation)",
     )
-    p.add_argument("--max-objects", type=int, help="with --once: evict this many objects")
-    p.add_argument("--policy", help="leaf scoring: lru | lru-freq[:W] (env ..._EVICTION_POLICY)")
+    p.add_argument("--max-objects", type=positive_int, help="with --once: evict this many objects")
     p.add_argument(
-        "--check-interval-ms", type=int, default=20, help="watermark check period (default 20)"
+        "--policy",
+        type=scoring,
+        help="leaf scoring: lru or lru-freq[:W] (default: env MOONCAKE_REDIS_EVICTION_POLICY)",
+    )
+    p.add_argument(
+        "--check-interval-ms", type=positive_int, default=20, help="watermark check period"
     )
     p.add_argument("--no-janitor", action="store_true", help="evict only, leave the janitor")
     p.set_defaults(func=run_evictor)
@@ -102,8 +105,4 @@ async def _main(args: argparse.Namespace) -> int:
 
 def run_evictor(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        return asyncio.run(_main(args))
-    except MooncakeError as exc:
-        print(f"evictor: {exc}", file=sys.stderr)
-        return 2
+    return asyncio.run(_main(args))
