@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorCode, MooncakeError
+from ..outage import FailureLog
 
 if TYPE_CHECKING:
     from .mixin import EvictionMixin
@@ -197,22 +198,24 @@ class EvictionCoordinator:
     async def run(self) -> None:
         """Until :meth:`stop`: leader steps every check interval, followers poll the lease at a
         third of its ttl."""
+        follow_s = self.lease.ttl_ms / 3000.0
+        failures = FailureLog(log, f"evictor {self.lease.holder}", min(1.0, follow_s))
         try:
             while not self._stop.is_set():
-                delay = self.lease.ttl_ms / 3000.0
+                delay = follow_s
                 try:
                     res = await self.step()
                     if res["leader"]:
                         delay = self.check_interval_s
                     self.last_error = None
+                    failures.ok()
                 except LeaseLost:
                     log.warning("evictor %s stepped down: lease lost", self.lease.holder)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # keep the role alive through transient errors
                     self.last_error = exc
-                    log.exception("evictor step failed")
-                    delay = min(1.0, self.lease.ttl_ms / 3000.0)
+                    delay = failures.failed(exc)  # one line per change of state, with backoff
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
         finally:

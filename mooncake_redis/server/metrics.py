@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ..fsck import fsck, load_nodes
+from ..outage import FailureLog
 from .schemas import Rpc
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ class StoreCollector(Collector):
         self.fsck_runs = 0
         self.refreshed = 0.0
         self.refresh_errors = 0
+        self._failures = FailureLog(log, "metrics refresh", base_s=0.0)
         self._lock = asyncio.Lock()
 
     async def refresh(self, force: bool = False) -> None:
@@ -123,9 +125,10 @@ class StoreCollector(Collector):
             try:
                 await self._read()
                 self.refreshed = time.monotonic()
+                self._failures.ok()
             except Exception as exc:  # a failed scrape must not fail the endpoint
                 self.refresh_errors += 1
-                log.warning("metrics refresh failed: %s", type(exc).__name__)
+                self._failures.failed(exc)  # one log line per change of state
 
     async def _read(self) -> None:
         svc = self.service
