@@ -236,7 +236,7 @@ def run_command(name: str, func: Callable[[argparse.Namespace], int], args: Any)
     """Runs a subcommand; a failure is one line on stderr and exit 2, never a traceback
     (``MOONCAKE_REDIS_TRACEBACK=1`` re-raises unexpected errors for a bug report)."""
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import RedisError
+    from redis.exceptions import RedisClusterException, RedisError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
     url = redis_url(getattr(args, "redis_url", None))
@@ -251,6 +251,11 @@ def run_command(name: str, func: Callable[[argparse.Namespace], int], args: Any)
     except (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError) as exc:
         print(
             f"{name}: cannot reach Redis at {describe_store(url)}: {_one_line(exc, url)}",
+            file=sys.stderr,
+        )
+    except RedisClusterException as exc:  # not a RedisError: raised while finding the nodes
+        print(
+            f"{name}: Redis Cluster at {describe_store(url)}: {_one_line(exc, url)}",
             file=sys.stderr,
         )
     except RedisError as exc:

@@ -56,9 +56,11 @@ def relative(then_ms: float, now_ms: float) -> str:
 
 def lease_line(lease: dict[str, str], now_ms: int) -> str:
     """The evictor lease hash (holder, epoch, expires_ms) in words."""
-    if not lease or not lease.get("holder"):
+    if not lease:
         return "none (no evictor has run in this namespace yet)"
-    holder, epoch = escape(lease.get("holder", "?")), lease.get("epoch", "?")
+    holder, epoch = escape(lease.get("holder", "")), lease.get("epoch", "?")
+    if not holder:
+        return f"free (released by its last holder, epoch {epoch})"
     try:
         expires = int(float(lease.get("expires_ms", "0")))
     except ValueError:
@@ -218,10 +220,9 @@ def print_fsck(report: FsckReport, where: str, *, repair: bool, grace_ms: int) -
     con.print(f"[bold]fsck[/] {escape(where)}")
     counts = dict(report.counts)
     depth = counts.pop("max_depth", None)
-    line = "  ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
+    con.print(escape("  ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))))
     if depth is not None:
-        line += f"  max depth {depth} (nodes on the longest chain)"
-    con.print(escape(line))
+        con.print(f"max depth {depth} (nodes on the longest chain from a root)")
 
     def why(kind: str, age_ms: int | None) -> str:
         if kind in ALLOWED_KINDS and (age_ms is None or age_ms <= grace_ms):

@@ -1,5 +1,6 @@
 """`mooncake-redis bench` on the real Redis, quick sizes: the sections print figures and write
-JSON (the figures themselves are judged in docs/benchmarks.md, never by timed tests)."""
+JSON with --out (the figures themselves are judged in docs/benchmarks.md, never by timed
+tests)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_bench_quick_sections(redis_url: str, tmp_path: Path) -> None:
             "--quick",
             "--sections",
             "roundtrips,workers",
-            "--json",
+            "--out",
             str(out),
         ]
     )
