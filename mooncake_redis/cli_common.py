@@ -72,8 +72,22 @@ def describe_store(url: str | None) -> str:
 # -- parser ------------------------------------------------------------------------------------
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions as written; every option's default in its help unless the help says it."""
+class HelpFormatter(argparse.HelpFormatter):
+    """Descriptions in paragraphs (an indented line is kept as written, for commands); every
+    option's default in its help unless the help says it."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out = []
+        for para in text.strip("\n").split("\n\n"):
+            lines = para.splitlines()
+            if any(line.startswith(" ") for line in lines):
+                out.append("\n".join(indent + line for line in lines))
+            else:
+                out.append(textwrap.fill(" ".join(lines), width, initial_indent=indent,
+                                         subsequent_indent=indent))  # fmt: skip
+        return "\n\n".join(out)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
