@@ -284,6 +284,7 @@ def test_brackets_in_messages_are_not_markup(
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "replay", "--trace", "[x]missing.jsonl", "--no-progress")
     assert code == 2 and "[x]missing.jsonl" in err
+    assert len(err.splitlines()) == 1 and "bundled traces, by name: conversation-500" in err
     monkeypatch.setitem(sys.modules, "mooncake.store", None)  # the install hint
     code, _, err = run(capsys, "replay", *TRACE, "--target", "mooncake")
     assert code == 2 and "pip install 'mooncake-redis[mooncake]'" in err

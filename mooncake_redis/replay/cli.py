@@ -297,7 +297,9 @@ def store_name(target: str, url: str | None, workers: int = 0) -> str:
 
 
 def _fail(message: str) -> int:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    Console(stderr=True).print(
+        f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True
+    )
     return 2
 
 
@@ -324,6 +326,9 @@ def run_replay(args: argparse.Namespace) -> int:
     """Entry point of `mooncake-redis replay`; returns the exit code."""
     try:
         records = load_trace(traces.resolve(args.trace), args.limit)
+    except FileNotFoundError as exc:
+        bundled = ", ".join(traces.bundled())
+        return _fail(f"{exc}; bundled traces, by name: {bundled} (README.md, 'Traces')")
     except (OSError, TraceError) as exc:
         return _fail(str(exc))
     if not records:
