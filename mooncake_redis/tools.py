@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .backend import redact
-from .cli_common import describe_store, non_negative_int, warn
+from .cli_common import describe_store, env_redis_url, non_negative_int, warn
 from .errors import ErrorCode, MooncakeError
 from .server.cliopts import add_config_args, config_from_args
 from .service import MasterService
@@ -91,7 +91,7 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace, body: Callable[[MasterService], Awaitable[int]]) -> int:
     """Runs ``body`` on a service of the configured namespace; errors reach the CLI's guard."""
     config = config_from_args(args)
-    if config.redis_url.startswith("fakeredis://"):
+    if not (getattr(args, "redis_url", None) or env_redis_url()):  # the default: embedded
         warn(
             f"{args.command} reads the embedded store of this process, which starts empty: "
             "give --redis-url or set MOONCAKE_REDIS_REDIS_URL to look at a real one"
