@@ -14,19 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ErrorCode, MooncakeError
-from ..models import (
+from ..types import (
+    EvictionResult,
     GetReplicaListResponse,
     PingResponse,
+    RadixNode,
+    RegisterItem,
     ReplicaDescriptor,
     ReplicateConfig,
     Segment,
+    SubtreeResult,
 )
-from ..radix import RadixNode, RegisterItem, SubtreeResult
 
 MAX_BATCH = 8192  # items per batch request; larger batches are INVALID_PARAMS
 MAX_STR = 1 << 16
@@ -42,8 +45,25 @@ class Strict(BaseModel):
 class Request(Strict):
     """A request body: its fields are the keyword arguments of the library method."""
 
+    _nested: ClassVar[tuple[str, ...]] = ()  # fields that may hold a Body (or a list of them)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._nested = tuple(n for n, f in cls.model_fields.items() if _holds_body(f.annotation))
+
     def to_kwargs(self) -> dict[str, Any]:
-        return {name: _to_lib(getattr(self, name)) for name in type(self).model_fields}
+        """The library's keyword arguments; plain fields as validated (no walk over lists)."""
+        kwargs = dict(self.__dict__)
+        for name in self._nested:
+            kwargs[name] = _to_lib(kwargs[name])
+        return kwargs
+
+
+def _holds_body(tp: Any) -> bool:
+    if isinstance(tp, type) and issubclass(tp, Body):
+        return True
+    return any(_holds_body(arg) for arg in get_args(tp))
 
 
 def _to_lib(value: Any) -> Any:
@@ -361,8 +381,6 @@ def _eviction_to_json(v: Any) -> Any:
 
 
 def _eviction_from_json(v: Any) -> Any:
-    from ..eviction.metrics import EvictionResult
-
     known = set(EvictionResult.__dataclass_fields__)
     return EvictionResult(**{k: x for k, x in v.items() if k in known})
 
