@@ -405,6 +405,17 @@ def _replicas_from_json(v: Any) -> list[ReplicaDescriptor]:
     return [ReplicaDescriptor.from_dict(r) for r in v]
 
 
+def _register_items(args: dict[str, Any]) -> dict[str, Any]:
+    """``(prefix_hash, parent_prefix_hash, keys)`` tuples as RegisterItemBody objects."""
+    items = [
+        {"prefix_hash": i[0], "parent_prefix_hash": i[1], "keys": list(i[2])}
+        if isinstance(i, (tuple, list)) and len(i) == 3
+        else i
+        for i in args["items"]
+    ]
+    return {**args, "items": items}
+
+
 def _int(v: Any) -> int:
     return int(v)
 
@@ -425,6 +436,9 @@ class Rpc:
     batch: bool = False  # the library returns list[T | MooncakeError]
     idempotent: bool = False  # safe to send again after it may have been applied
     summary: str = ""
+    # Client side: library arguments -> what orjson can send (it does dataclasses, tuples and
+    # dicts itself); only where the library accepts a shape the request model does not.
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def path(self) -> str:
@@ -500,7 +514,8 @@ _RPC_LIST: list[Rpc] = [
     Rpc("register_radix_tree_node", RegisterRequest, None, _none, _none, idempotent=True,
         summary="RegisterRadixTreeNode: register keys under a prefix node (RFC Path B)."),
     Rpc("batch_register_radix_tree_node", BatchRegisterRequest, None, _none, _none, batch=True,
-        idempotent=True, summary="BatchRegisterRadixTreeNode: one result per item."),
+        idempotent=True, summary="BatchRegisterRadixTreeNode: one result per item.",
+        prepare=_register_items),
     Rpc("get_keys_by_prefix", PrefixRequest, RadixNodeBody, node_to_json, node_from_json,
         idempotent=True, summary="GetKeysByPrefix: a node, its keys and children."),
     Rpc("get_subtree_keys", SubtreeRequest, SubtreeBody, subtree_to_json, subtree_from_json,
