@@ -326,3 +326,18 @@ async def test_sync_client_timeout_is_maybe_sent() -> None:
         err = await asyncio.to_thread(call)
     assert err.code == ErrorCode.RPC_FAIL and "timed out" in err.message
     assert len(seen) == 1
+
+
+def test_async_client_on_uvloop(worker_thread: str) -> None:
+    """uvloop's transports are no asyncio.Transport subclasses and call connection_made later."""
+    import uvloop
+
+    async def go() -> None:
+        async with AsyncMasterClient(worker_thread) as c:
+            await c.mount_segment({"id": "s", "size": 1 << 20}, "cl")
+            await c.put_start("cl", "u", 8)
+            await c.put_end("cl", "u")
+            results = await asyncio.gather(*(c.batch_exist_key(["u", "v"]) for _ in range(10)))
+            assert results == [[True, False]] * 10
+
+    uvloop.run(go())

@@ -22,7 +22,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from .http11 import Origin, ProtocolError, Response, ResponseParser, request_bytes, request_head
 
@@ -178,10 +178,12 @@ class _StreamConnection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self.loop = asyncio.get_running_loop()
+        self.made: asyncio.Future[None] = self.loop.create_future()  # uvloop calls back later
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if not self.made.done():
+            self.made.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         waiter = self.waiter
@@ -199,6 +201,8 @@ class _StreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if not self.made.done():
+            self.made.set_exception(exc or ConnectionResetError("closed while connecting"))
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             response = self.parser.eof()
@@ -265,14 +269,18 @@ class AsyncTransport:
     async def _connect(self, origin: Origin) -> _StreamConnection:
         loop = asyncio.get_running_loop()
         tls = _tls() if origin.scheme == "https" else None
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(_StreamConnection, origin.host, origin.port, ssl=tls),
-                self.connect_timeout,
+
+        async def connect() -> _StreamConnection:
+            _, conn = await loop.create_connection(
+                _StreamConnection, origin.host, origin.port, ssl=tls
             )
+            await conn.made
+            return conn
+
+        try:
+            return await asyncio.wait_for(connect(), self.connect_timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             raise NotSent(f"{type(exc).__name__}: {exc}") from exc
-        return conn
 
     async def _slot(self) -> asyncio.Semaphore:
         slots = self._slots

@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from ..errors import ErrorCode, MooncakeError
-from .schemas import ErrorResponse, Rpc, error_body, http_status
+from .schemas import ErrorResponse, Rpc, count_errors, error_body, http_status
 
 if TYPE_CHECKING:
     from starlette.datastructures import URLPath
@@ -138,7 +138,7 @@ class RpcEndpoint:
             await send_json(send, status, error_json(err))
             return
         if rpc.batch:
-            bad = sum(1 for r in result if isinstance(r, MooncakeError))
+            bad = count_errors(result)
             self.observe(rpc.name, time.perf_counter() - start, False, len(result), bad)
         else:
             self.observe(rpc.name, time.perf_counter() - start, False)

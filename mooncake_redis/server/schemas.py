@@ -12,8 +12,9 @@ library and come back with its error code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, ClassVar, Generic, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -449,24 +450,45 @@ class Rpc:
         return BatchResult[self.result] if self.batch else Result[self.result]  # type: ignore[name-defined]
 
     def encode(self, value: Any) -> dict[str, Any]:
+        """The JSON body of a library result (a batch: one entry per item)."""
         if not self.batch:
             return {"result": self.to_json(value)}
-        out: list[dict[str, Any]] = []
-        for item in value:
-            if isinstance(item, MooncakeError):
-                out.append({"error": error_body(item)})
-            else:
-                out.append({"result": self.to_json(item)})
-        return {"results": out}
+        to_json = self.to_json
+        if to_json is _none or to_json is _bool:  # the common batches: shared item objects
+            items = [
+                _OK.get(x) or ({"error": error_body(x)} if isinstance(x, MooncakeError)
+                               else {"result": to_json(x)})
+                for x in value
+            ]  # fmt: skip
+        else:
+            items = [
+                {"error": error_body(x)} if isinstance(x, MooncakeError) else {"result": to_json(x)}
+                for x in value
+            ]
+        return {"results": items}
 
     def decode(self, body: Mapping[str, Any]) -> Any:
+        """A library result from its JSON body (client side)."""
         if not self.batch:
             return self.from_json(body.get("result"))
-        out: list[Any] = []
-        for item in body.get("results", []):
-            err = item.get("error")
-            out.append(error_from_body(err) if err else self.from_json(item.get("result")))
-        return out
+        from_json = self.from_json
+        return [
+            error_from_body(item["error"]) if "error" in item else from_json(item.get("result"))
+            for item in body.get("results", [])
+        ]
+
+
+# Success items of the None and bool batches, shared (orjson writes a dict as often as it is
+# referenced). Keyed by identity-safe values only: None, True, False.
+_OK: dict[Any, dict[str, Any]] = {
+    None: {"result": None},
+    True: {"result": True},
+    False: {"result": False},
+}
+
+
+def count_errors(results: Iterable[Any]) -> int:
+    return sum(map(isinstance, results, repeat(MooncakeError)))
 
 
 _RPC_LIST: list[Rpc] = [
