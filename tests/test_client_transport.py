@@ -40,6 +40,7 @@ def test_import_loads_neither_the_service_nor_redis() -> None:
         "mooncake_redis.config",
         "mooncake_redis.errors",
         "mooncake_redis.server",
+        "mooncake_redis.server.bodies",
         "mooncake_redis.server.schemas",
         "mooncake_redis.types",
     ]

@@ -97,16 +97,17 @@ class BenchFailure(RuntimeError):
 
 
 def check_exists(found: list[bool | MooncakeError]) -> None:
-    if len(found) != BATCH or not all(r is True for r in found):
-        bad = [r for r in found if r is not True]
-        raise BenchFailure(f"batch_exist_key: {len(bad)} of {len(found)} stored keys not found "
-                           f"({bad[0]!r})")  # fmt: skip
+    bad = [r for r in found if r is not True]
+    if len(found) != BATCH or bad:
+        raise BenchFailure(f"batch_exist_key: {len(found)} answers for {BATCH} stored keys, "
+                           f"{len(bad)} not found {bad[:1]!r}")  # fmt: skip
 
 
 def check_puts(res: list[Any]) -> None:
     bad = [r for r in res if not isinstance(r, list) or not r]
     if len(res) != BATCH or bad:
-        raise BenchFailure(f"batch_put_start: {len(bad)} of {len(res)} keys failed ({bad[0]!r})")
+        raise BenchFailure(f"batch_put_start: {len(res)} answers for {BATCH} keys, "
+                           f"{len(bad)} failed {bad[:1]!r}")  # fmt: skip
 
 
 def _calls(
