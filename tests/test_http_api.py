@@ -395,3 +395,39 @@ def test_serve_runs_on_uvloop_and_httptools() -> None:
     from mooncake_redis.server.commands import event_loop_and_parser
 
     assert event_loop_and_parser() == ("uvloop", "httptools")  # uvicorn[standard]
+
+
+async def test_extra_routers_and_lifespan_hooks() -> None:
+    """Front ends that share a worker (e.g. another protocol's listener) plug in here."""
+    import contextlib
+
+    from fastapi import APIRouter
+
+    from mooncake_redis.server.app import Worker
+
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def hook(worker: Worker) -> AsyncIterator[None]:
+        assert worker.service is not None  # entered once the service is up
+        events.append("start")
+        yield
+        assert worker.service is not None  # left before it stops
+        events.append("stop")
+
+    router = APIRouter()
+
+    @router.get("/metadata/ping", tags=["metadata"])
+    async def ping() -> dict[str, str]:
+        return {"pong": "yes"}
+
+    app = create_app(make_settings(token=TOKEN), routers=[router], lifespan_hooks=[hook])
+    async with app.router.lifespan_context(app):
+        assert events == ["start"]
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as c:
+            err(await c.get("/metadata/ping"), 401, ErrorCode.ILLEGAL_CLIENT)
+            assert (await c.get("/metadata/ping", headers=AUTH)).json() == {"pong": "yes"}
+            doc = (await c.get("/openapi.json", headers=AUTH)).json()
+            assert "/metadata/ping" in doc["paths"] and "/v1/exist_key" in doc["paths"]
+    assert events == ["start", "stop"]

@@ -59,7 +59,8 @@ async function openDocs(token) {{
     return;
   }}
   form.hidden = true;
-  SwaggerUIBundle({{
+  document.getElementById("why").textContent = "";
+  window.ui = SwaggerUIBundle({{
     spec: await resp.json(),
     dom_id: "#swagger-ui",
     deepLinking: true,
