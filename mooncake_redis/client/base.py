@@ -24,7 +24,14 @@ import orjson
 from ..errors import ErrorCode, MooncakeError
 from ..server.schemas import Rpc, error_from_body
 from .http11 import Origin
-from .transport import AsyncTransport, MaybeSent, NotSent, SyncTransport, TransportError
+from .transport import (
+    AsyncTransport,
+    MaybeSent,
+    NotSent,
+    Options,
+    SyncTransport,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -77,12 +84,10 @@ class ClientBase:
         a caller that sees e.g. OBJECT_NOT_FOUND from a resent put_end knows the first attempt
         may have completed the object (and eviction taken it since)."""
         self.backoff_s = backoff_s
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.max_connections = max_connections
         self.headers = {"Content-Type": "application/json"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        self.options = Options(self.headers, timeout, connect_timeout, KEEPALIVE_S, max_connections)
 
     def __repr__(self) -> str:  # no token
         return f"{type(self).__name__}({self.urls!r})"
@@ -144,16 +149,13 @@ class SyncClient(ClientBase):
         **kwargs: Any,
     ) -> None:
         super().__init__(url, **kwargs)
-        opts = {"timeout": self.timeout, "connect_timeout": self.connect_timeout}
         self._http: SyncTransport | HttpxSyncTransport
         if transport is None:
-            self._http = SyncTransport(
-                self.headers, keepalive_s=KEEPALIVE_S, max_idle=self.max_connections, **opts
-            )
+            self._http = SyncTransport(self.options)
         else:
             from .httpx_transport import HttpxSyncTransport
 
-            self._http = HttpxSyncTransport(transport, self.headers, **opts)
+            self._http = HttpxSyncTransport(transport, self.options)
 
     def close(self) -> None:
         self._http.close()
@@ -205,19 +207,13 @@ class AsyncClient(ClientBase):
         **kwargs: Any,
     ) -> None:
         super().__init__(url, **kwargs)
-        opts = {"timeout": self.timeout, "connect_timeout": self.connect_timeout}
         self._http: AsyncTransport | HttpxAsyncTransport
         if transport is None:
-            self._http = AsyncTransport(
-                self.headers,
-                keepalive_s=KEEPALIVE_S,
-                max_connections=self.max_connections,
-                **opts,
-            )
+            self._http = AsyncTransport(self.options)
         else:
             from .httpx_transport import HttpxAsyncTransport
 
-            self._http = HttpxAsyncTransport(transport, self.headers, **opts)
+            self._http = HttpxAsyncTransport(transport, self.options)
 
     async def aclose(self) -> None:
         await self._http.aclose()

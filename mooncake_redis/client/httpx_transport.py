@@ -10,14 +10,15 @@ from typing import Any
 import httpx
 
 from .http11 import Origin
-from .transport import MaybeSent, NotSent, Reply
+from .transport import MaybeSent, NotSent, Options, Reply
 
 # Nothing was sent (connection not made, no pool slot); anything else may have been.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
-def _options(headers: dict[str, str], timeout: float, connect_timeout: float) -> dict[str, Any]:
-    return {"headers": headers, "timeout": httpx.Timeout(timeout, connect=connect_timeout)}
+def _options(options: Options) -> dict[str, Any]:
+    timeout = httpx.Timeout(options.timeout, connect=options.connect_timeout)
+    return {"headers": options.headers, "timeout": timeout}
 
 
 def _sorted(exc: httpx.TransportError) -> NotSent | MaybeSent:
@@ -26,15 +27,8 @@ def _sorted(exc: httpx.TransportError) -> NotSent | MaybeSent:
 
 
 class HttpxSyncTransport:
-    def __init__(
-        self,
-        transport: httpx.BaseTransport,
-        headers: dict[str, str],
-        *,
-        timeout: float,
-        connect_timeout: float,
-    ) -> None:
-        self.http = httpx.Client(transport=transport, **_options(headers, timeout, connect_timeout))
+    def __init__(self, transport: httpx.BaseTransport, options: Options) -> None:
+        self.http = httpx.Client(transport=transport, **_options(options))
 
     def request(self, origin: Origin, method: str, path: str, body: bytes = b"") -> Reply:
         try:
@@ -48,17 +42,8 @@ class HttpxSyncTransport:
 
 
 class HttpxAsyncTransport:
-    def __init__(
-        self,
-        transport: httpx.AsyncBaseTransport,
-        headers: dict[str, str],
-        *,
-        timeout: float,
-        connect_timeout: float,
-    ) -> None:
-        self.http = httpx.AsyncClient(
-            transport=transport, **_options(headers, timeout, connect_timeout)
-        )
+    def __init__(self, transport: httpx.AsyncBaseTransport, options: Options) -> None:
+        self.http = httpx.AsyncClient(transport=transport, **_options(options))
 
     async def request(self, origin: Origin, method: str, path: str, body: bytes = b"") -> Reply:
         try:

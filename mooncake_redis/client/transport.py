@@ -22,11 +22,23 @@ import socket
 import ssl
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, cast
 
 from .http11 import Origin, ProtocolError, Response, ResponseParser, request_bytes, request_head
 
 Reply = tuple[int, bytes]  # status, body
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every transport is given: the headers of every request, and its limits."""
+
+    headers: dict[str, str]
+    timeout: float = 10.0  # for a response (and for a free connection)
+    connect_timeout: float = 2.0
+    keepalive_s: float = 2.0  # shorter than the server's keep-alive (uvicorn: 5 s; serve: 30 s)
+    max_connections: int = 64  # sync: idle ones kept per worker; async: requests in flight
 
 
 class TransportError(Exception):
@@ -99,20 +111,12 @@ class _SocketConnection:
 class SyncTransport:
     """Blocking keep-alive connections; thread-safe (each call takes its own connection)."""
 
-    def __init__(
-        self,
-        headers: dict[str, str],
-        *,
-        timeout: float,
-        connect_timeout: float,
-        keepalive_s: float = 2.0,
-        max_idle: int = 64,
-    ) -> None:
-        self._heads = _Heads(headers)
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.keepalive_s = keepalive_s
-        self.max_idle = max_idle
+    def __init__(self, options: Options) -> None:
+        self._heads = _Heads(options.headers)
+        self.timeout = options.timeout
+        self.connect_timeout = options.connect_timeout
+        self.keepalive_s = options.keepalive_s
+        self.max_idle = options.max_connections
         self._idle: dict[Origin, deque[_SocketConnection]] = {}
 
     def _take(self, origin: Origin) -> _SocketConnection | None:
@@ -236,20 +240,12 @@ def _expire(waiter: asyncio.Future[Any]) -> None:
 class AsyncTransport:
     """asyncio keep-alive connections, at most ``max_connections`` requests in flight."""
 
-    def __init__(
-        self,
-        headers: dict[str, str],
-        *,
-        timeout: float,
-        connect_timeout: float,
-        keepalive_s: float = 2.0,
-        max_connections: int = 64,
-    ) -> None:
-        self._heads = _Heads(headers)
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.keepalive_s = keepalive_s
-        self.max_connections = max(1, max_connections)
+    def __init__(self, options: Options) -> None:
+        self._heads = _Heads(options.headers)
+        self.timeout = options.timeout
+        self.connect_timeout = options.connect_timeout
+        self.keepalive_s = options.keepalive_s
+        self.max_connections = max(1, options.max_connections)
         self._idle: dict[Origin, list[_StreamConnection]] = {}
         self._slots: asyncio.Semaphore | None = None
 
