@@ -9,75 +9,18 @@ which only blocks eviction of the parent and which fsck repairs after a grace pe
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ErrorCode, MooncakeError
 from .prefix import check_key, check_str
 from .service_base import ServiceBase, ShardItem
+from .types import RadixNode, RegisterItem, SubtreeResult
+
+__all__ = ["Continuation", "RadixMixin", "RadixNode", "RegisterItem", "SubtreeResult", "parse_node"]
 
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-@dataclass(frozen=True)
-class RadixNode:
-    prefix_hash: str
-    parent_prefix_hash: str
-    keys: list[str]
-    children: list[str]
-    created_ms: int = 0
-    score: float = 0.0
-    hits: int = 0
-    link_generation: int = 0
-    child_generations: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def is_shell(self) -> bool:
-        return not self.keys
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "prefix_hash": self.prefix_hash,
-            "parent_prefix_hash": self.parent_prefix_hash,
-            "keys": self.keys,
-            "children": self.children,
-            "is_shell": self.is_shell,
-            "is_leaf": self.is_leaf,
-        }
-
-
-@dataclass(frozen=True)
-class RegisterItem:
-    prefix_hash: str
-    parent_prefix_hash: str
-    keys: list[str]
-
-
-@dataclass(frozen=True)
-class SubtreeResult:
-    root: str
-    nodes: dict[str, RadixNode]
-    depth_reached: int
-    truncated: bool  # nodes exist below max_depth
-
-    @property
-    def keys(self) -> list[str]:
-        return [k for node in self.nodes.values() for k in node.keys]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "nodes": [n.to_dict() for n in self.nodes.values()],
-            "keys": self.keys,
-            "depth_reached": self.depth_reached,
-            "truncated": self.truncated,
-        }
 
 
 Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generation

@@ -89,7 +89,7 @@ async def test_token_required_everywhere_but_health() -> None:
         transport = httpx.ASGITransport(app)
         async with httpx.AsyncClient(transport=transport, base_url="http://w") as c:
             assert (await c.get("/health")).status_code == 200
-            for path in ("/ready", "/metrics", "/openapi.json", "/docs"):
+            for path in ("/ready", "/metrics", "/openapi.json"):
                 r = await c.get(path)
                 err(r, 401, ErrorCode.ILLEGAL_CLIENT)
                 assert r.headers["www-authenticate"] == "Bearer"
@@ -285,3 +285,149 @@ async def test_ready_fails_when_redis_is_gone(monkeypatch: pytest.MonkeyPatch) -
 
             monkeypatch.setattr(backend, "call", broken)
             err(await c.post("/v1/exist_key", json={"key": "k"}), 503, ErrorCode.RPC_FAIL)
+
+
+async def test_json_body_whatever_the_content_type(http: httpx.AsyncClient) -> None:
+    """``curl -d`` sends application/x-www-form-urlencoded; other clients send none at all."""
+    await post(http, "mount_segment", SEG)
+    body = b'{"client_id": "c1", "keys": ["ck"], "slice_lengths": [8]}'
+    for headers in (
+        {"content-type": "application/x-www-form-urlencoded"},  # curl -d
+        {},  # no Content-Type header
+        {"content-type": "text/plain"},
+    ):
+        r = await http.post("/v1/exist_key", content=b'{"key": "ck"}', headers=headers)
+        assert r.status_code == 200 and r.json() == {"result": False}, r.text
+    r = await http.post(
+        "/v1/batch_put_start", content=body,
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )  # fmt: skip
+    assert r.status_code == 200 and r.json()["results"][0]["result"][0]["size"] == 8
+    # Still strict: a form body is not JSON, a wrong type is not coerced.
+    r = await http.post("/v1/exist_key", content=b"key=ck",
+                        headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+    err(r, 400, ErrorCode.INVALID_PARAMS)
+    r = await http.post("/v1/exist_key", content=b'{"key": 7}', headers={})
+    e = err(r, 400, ErrorCode.INVALID_PARAMS)
+    assert e["message"] == "key: Input should be a valid string"
+
+
+async def test_curl_examples_over_a_socket() -> None:
+    """The documented ``curl -d`` calls, sent by curl itself to a real uvicorn worker."""
+    import asyncio
+    import shutil
+
+    import uvicorn
+
+    from tests.servers import free_port
+
+    curl = shutil.which("curl")
+    assert curl, "curl is needed for the documented examples"
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(make_settings(token=TOKEN)), port=port, log_level="warning")
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+
+        async def run(*args: str) -> str:
+            proc = await asyncio.create_subprocess_exec(
+                curl, "-s", "-H", f"Authorization: Bearer {TOKEN}", *args,
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, _ = await proc.communicate()
+            assert proc.returncode == 0
+            return out.decode()
+
+        url = f"http://127.0.0.1:{port}/v1"
+        seg = '{"segment": {"id": "seg-0", "size": 1073741824}, "client_id": "engine-0"}'
+        assert await run("-d", seg, f"{url}/mount_segment") == '{"result":null}'
+        put = '{"client_id": "engine-0", "keys": ["a"], "slice_lengths": [4096]}'
+        assert '"status":"PROCESSING"' in await run("-d", put, f"{url}/batch_put_start")
+        done = '{"client_id": "engine-0", "keys": ["a"]}'
+        assert await run("-d", done, f"{url}/batch_put_end") == '{"results":[{"result":null}]}'
+        got = await run("-d", '{"keys": ["a", "missing"]}', f"{url}/batch_exist_key")
+        assert got == '{"results":[{"result":true},{"result":false}]}'
+        out = await run("-i", "-d", '{"key": "missing"}', f"{url}/get_replica_list")
+        assert out.startswith("HTTP/1.1 404") and '"name":"OBJECT_NOT_FOUND"' in out
+        out = await run("-i", "-d", '{"key": 7}', f"{url}/exist_key")
+        assert out.startswith("HTTP/1.1 400") and "key: Input should be a valid string" in out
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.mark.parametrize("token", [TOKEN, None])
+async def test_docs_page_and_assets_load_offline(token: str | None) -> None:
+    """/docs is Swagger UI served from the package (no CDN); with a token the page and its
+    assets open without it (they hold no data), the document still needs it."""
+    app = create_app(make_settings(token=token))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as c:
+            page = await c.get("/docs")
+            assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+            html = page.text
+            assert "http://" not in html and "https://" not in html  # nothing from the network
+            assert f"const NEEDS_TOKEN = {'true' if token else 'false'};" in html
+            assert 'const SPEC = "/openapi.json";' in html
+            for name, kind, marker in (
+                ("swagger-ui-bundle.js", "text/javascript", b"SwaggerUIBundle"),
+                ("swagger-ui.css", "text/css", b".swagger-ui"),
+                ("favicon.png", "image/png", b"\x89PNG"),
+            ):
+                assert f'"/docs/assets/{name}"' in html
+                r = await c.get(f"/docs/assets/{name}")
+                assert r.status_code == 200 and r.headers["content-type"].startswith(kind), name
+                assert marker in r.content[:200_000], name
+            # The open prefix serves the listed files only (no way out of it without the token).
+            err(await c.get("/docs/assets/..%2Fopenapi.json"), 404, ErrorCode.INVALID_PARAMS)
+            err(await c.get("/docs/assets/secret.txt"), 404, ErrorCode.INVALID_PARAMS)
+            spec = await c.get("/openapi.json", headers=AUTH if token else {})
+            assert spec.status_code == 200 and "/v1/exist_key" in spec.json()["paths"]
+            if token:
+                err(await c.get("/openapi.json"), 401, ErrorCode.ILLEGAL_CLIENT)
+
+
+def test_serve_runs_on_uvloop_and_httptools() -> None:
+    from mooncake_redis.server.commands import event_loop_and_parser
+
+    assert event_loop_and_parser() == ("uvloop", "httptools")  # uvicorn[standard]
+
+
+async def test_extra_routers_and_lifespan_hooks() -> None:
+    """Front ends that share a worker (e.g. another protocol's listener) plug in here."""
+    import contextlib
+
+    from fastapi import APIRouter
+
+    from mooncake_redis.server.app import Worker
+
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def hook(worker: Worker) -> AsyncIterator[None]:
+        assert worker.service is not None  # entered once the service is up
+        events.append("start")
+        yield
+        assert worker.service is not None  # left before it stops
+        events.append("stop")
+
+    router = APIRouter()
+
+    @router.get("/metadata/ping", tags=["metadata"])
+    async def ping() -> dict[str, str]:
+        return {"pong": "yes"}
+
+    app = create_app(make_settings(token=TOKEN), routers=[router], lifespan_hooks=[hook])
+    async with app.router.lifespan_context(app):
+        assert events == ["start"]
+        transport = httpx.ASGITransport(app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as c:
+            err(await c.get("/metadata/ping"), 401, ErrorCode.ILLEGAL_CLIENT)
+            assert (await c.get("/metadata/ping", headers=AUTH)).json() == {"pong": "yes"}
+            doc = (await c.get("/openapi.json", headers=AUTH)).json()
+            assert "/metadata/ping" in doc["paths"] and "/v1/exist_key" in doc["paths"]
+    assert events == ["start", "stop"]

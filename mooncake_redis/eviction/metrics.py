@@ -1,4 +1,5 @@
-"""What one eviction pass did, and the cumulative counters a worker exports."""
+"""The cumulative counters a worker exports; what one pass did (:class:`EvictionResult`) is an
+RPC type and lives in :mod:`..types` (re-exported here)."""
 
 from __future__ import annotations
 
@@ -6,46 +7,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SKIP_REASONS = ("lease", "hard", "soft", "busy", "inner", "gone", "tree")
+from ..types import SKIP_REASONS, EvictionResult
 
-
-@dataclass
-class EvictionResult:
-    """One pass. ``mode``: "radix" (leaf-first, with the no-tree fallback), "batch"
-    (Mooncake's BatchEvict) or "none" (nothing to do, or the lease is held elsewhere)."""
-
-    mode: str = "none"
-    reason: str = ""  # watermark | alloc_failed | forced | max_objects | idle | lease_held
-    policy: str = ""
-    epoch: int = 0
-    evicted_keys: list[str] = field(default_factory=list)  # object keys erased
-    evicted_objects: int = 0
-    evicted_leaves: int = 0
-    unregistered_keys: int = 0  # registered but not stored keys dropped with their leaf
-    bytes: int = 0
-    fallback_objects: int = 0  # objects of no tree evicted by the BatchEvict fallback
-    soft_pinned_objects: int = 0
-    cascade_depth: int = 0  # radix: leaf levels reclaimed (1 = leaves only)
-    rounds: int = 0  # radix: choose/evict rounds; batch: 1 or 2 passes
-    batches: int = 0  # writing script calls
-    candidate_reads: int = 0  # read script calls
-    skipped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SKIP_REASONS, 0))
-    used_before: float = 0.0
-    used_after: float = 0.0
-    seconds: float = 0.0
-    round_leaves: list[list[str]] = field(default_factory=list)  # radix: leaves per round
-    holder: str = ""  # the lease holder when reason == "lease_held"
-
-    def skip(self, reason: str, n: int = 1) -> None:
-        if n:
-            self.skipped[reason] = self.skipped.get(reason, 0) + n
-
-    def to_dict(self, with_keys: bool = True) -> dict[str, Any]:
-        d = asdict(self)
-        if not with_keys:
-            d.pop("evicted_keys")
-            d.pop("round_leaves")
-        return d
+__all__ = ["SKIP_REASONS", "EvictionMetrics", "EvictionResult"]
 
 
 @dataclass

@@ -1,9 +1,12 @@
-"""The worker's ASGI app: every RPC of :data:`~.schemas.RPCS` as ``POST /v1/<name>``, plus
-``/health``, ``/ready``, ``/metrics`` and the OpenAPI document (``/openapi.json``, ``/docs``).
+"""The worker's ASGI app: every RPC of :data:`~.schemas.RPCS` as ``POST /v1/<name>``
+(:mod:`.routes`), plus ``/health``, ``/ready``, ``/metrics``, the OpenAPI document
+(``/openapi.json``) and Swagger UI (``/docs``, offline: :mod:`.docs`).
 
 The worker keeps no state another worker needs: the service object holds a Redis connection
 pool and loaded scripts, the metrics are this process's own counters. Background tasks (the
 janitor tick, the cached fsck, the evictor with ``evictor="auto"``) coordinate through Redis.
+:func:`create_app` takes extra routers and lifespan hooks, for front ends that share the worker
+(its service, metrics and shutdown).
 """
 
 from __future__ import annotations
@@ -11,20 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import inspect
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -32,12 +33,20 @@ from ..backend import redact
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
 from ..service import MasterService
+from .docs import docs_routes
 from .metrics import CONTENT_TYPE, Metrics
-from .schemas import RPCS, ErrorResponse, Rpc, error_body, http_status
+from .routes import RpcRoute, exception_error, schema_routes, validation_message
+from .schemas import RPCS, error_body, http_status
 
 log = logging.getLogger("mooncake_redis.server")
 
-OPEN_PATHS = frozenset({"/health"})  # everything else needs the token when one is set
+# Everything else needs the token when one is set. The Swagger UI page and its assets hold no
+# data; the page asks for the token and sends it with the requests it makes.
+OPEN_PATHS = frozenset({"/health", "/docs"})
+OPEN_PREFIXES = ("/docs/assets/",)
+
+# A front end sharing the worker: entered once the service is up, left before it stops.
+LifespanHook = Callable[["Worker"], AbstractAsyncContextManager[None]]
 
 
 @dataclass
@@ -69,28 +78,8 @@ def error_response(exc: MooncakeError, status: int | None = None) -> JSONBody:
 
 def exception_response(exc: Exception) -> JSONBody:
     """Any failure of a library call as the error shape; internals never leak secrets."""
-    if isinstance(exc, MooncakeError):
-        return error_response(exc)
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
-        err = MooncakeError(ErrorCode.RPC_FAIL, f"Redis unavailable: {type(exc).__name__}")
-        return error_response(err, 503)
-    if isinstance(exc, RedisError):
-        if "OOM" in str(exc):
-            err = MooncakeError(ErrorCode.NO_AVAILABLE_HANDLE, "Redis is out of memory")
-            return error_response(err, 507)
-        log.error("Redis error: %s", type(exc).__name__)
-        return error_response(MooncakeError(ErrorCode.INTERNAL_ERROR, "Redis error"), 500)
-    log.exception("internal error")
-    return error_response(MooncakeError(ErrorCode.INTERNAL_ERROR, type(exc).__name__), 500)
-
-
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-    more = len(exc.errors()) - 5
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+    err, status = exception_error(exc)
+    return error_response(err, status)
 
 
 class BearerAuth:
@@ -101,7 +90,8 @@ class BearerAuth:
         self.expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        path = scope["path"] if scope["type"] == "http" else ""
+        if not path or path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             await self.app(scope, receive, send)
             return
         got = b""
@@ -232,34 +222,15 @@ class Worker:
         return ok, info
 
 
-def _endpoint(worker: Worker, rpc: Rpc) -> Callable[..., Awaitable[Response]]:
-    observe = worker.metrics.rpc.observe
-    method_name = rpc.name
-
-    async def endpoint(body: Any) -> Response:
-        start = time.perf_counter()
-        try:
-            result = await getattr(worker.svc(), method_name)(**body.to_kwargs())
-        except Exception as exc:
-            observe(method_name, time.perf_counter() - start, True)
-            return exception_response(exc)
-        payload = rpc.encode(result)
-        if rpc.batch:
-            n = len(result)
-            bad = sum(1 for r in result if isinstance(r, MooncakeError))
-            observe(method_name, time.perf_counter() - start, False, n, bad)
-        else:
-            observe(method_name, time.perf_counter() - start, False)
-        return JSONBody(payload)
-
-    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=rpc.request)]
-    )
-    endpoint.__name__ = rpc.name
-    return endpoint
-
-
-def create_app(settings: ServerSettings | None = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    routers: Sequence[APIRouter] = (),
+    lifespan_hooks: Sequence[LifespanHook] = (),
+) -> FastAPI:
+    """The worker app. ``routers`` are included after the RPCs (their routes join the OpenAPI
+    document and the bearer check); each of ``lifespan_hooks`` is entered with the started
+    worker and left before it stops, in reverse order."""
     settings = settings or ServerSettings()
     worker = Worker(settings)
 
@@ -267,7 +238,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await worker.start()
         try:
-            yield
+            async with contextlib.AsyncExitStack() as hooks:
+                for hook in lifespan_hooks:
+                    await hooks.enter_async_context(hook(worker))
+                yield
         finally:
             await worker.stop()
 
@@ -279,28 +253,27 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             '{"error": {"code", "name", "message"}} with Mooncake error codes.'
         ),
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.worker = worker
-    errors: dict[int | str, dict[str, Any]] = {
-        400: {"model": ErrorResponse, "description": "INVALID_PARAMS and other caller errors"},
-        401: {"model": ErrorResponse, "description": "missing or wrong bearer token"},
-        403: {"model": ErrorResponse, "description": "ILLEGAL_CLIENT: another client's put"},
-        404: {"model": ErrorResponse, "description": "OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND"},
-        409: {"model": ErrorResponse, "description": "OBJECT_ALREADY_EXISTS, OBJECT_HAS_LEASE"},
-        503: {"model": ErrorResponse, "description": "Redis unreachable (RPC_FAIL)"},
-        507: {"model": ErrorResponse, "description": "NO_AVAILABLE_HANDLE: no space, Redis OOM"},
-    }
-    for rpc in worker.rpcs:
-        app.add_api_route(
-            rpc.path,
-            _endpoint(worker, rpc),
-            methods=["POST"],
-            response_model=rpc.response_model,
-            responses=errors,
-            summary=rpc.summary or rpc.name,
-            tags=["batch" if rpc.batch else "rpc"],
-            operation_id=rpc.name,
-        )
+    # The RPCs first: one dict lookup per request before any other route is tried.
+    app.router.routes.insert(0, RpcRoute(worker, worker.rpcs))
+    described = schema_routes(worker.rpcs)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                openapi_version=app.openapi_version,
+                description=app.description,
+                routes=[*described, *app.routes],
+                separate_input_output_schemas=app.separate_input_output_schemas,
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(MooncakeError)
     async def on_mooncake(_: Request, exc: MooncakeError) -> Response:
@@ -308,7 +281,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(_: Request, exc: RequestValidationError) -> Response:
-        return error_response(MooncakeError(ErrorCode.INVALID_PARAMS, _validation_message(exc)))
+        message = validation_message(exc.errors())
+        return error_response(MooncakeError(ErrorCode.INVALID_PARAMS, message))
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_: Request, exc: StarletteHTTPException) -> Response:
@@ -336,6 +310,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def metrics() -> Response:
         return Response(await worker.metrics.render(), media_type=CONTENT_TYPE)
 
+    assert app.openapi_url is not None
+    app.router.routes.extend(docs_routes(app.openapi_url, needs_token=bool(settings.token)))
+    for router in routers:
+        app.include_router(router)
     if settings.token:
         app.add_middleware(BearerAuth, token=settings.token)
     return app

@@ -8,9 +8,12 @@ Starts three ``serve`` processes on loopback ports against a fresh namespace, mo
 segment (allocation metadata only: no bytes move), and for each target runs ``concurrency``
 asyncio lanes, each sending batch calls back to back for ``seconds``. The in-process figures use
 ``MasterService`` directly in this process; the HTTP figures use :class:`AsyncMasterClient`
-(round-robin over the workers). Everything runs on one machine: the client, the workers and
-Redis share its cores, so the three-worker figure is bounded by them. The namespace is deleted
-at the end.
+(round-robin over the workers). The bench's client pings every second for the whole run (a
+silent client loses its segment and objects after ``client_live_ttl_ms``), and every call is
+checked: each exists must find all its 128 stored keys, each put must allocate all 128; one
+failure stops the bench with an error, so a figure is never taken over failing calls.
+Everything runs on one machine: the client, the workers and Redis share its cores, so the
+three-worker figure is bounded by them. The namespace is deleted at the end.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from ..client import AsyncMasterClient
 from ..config import Config
+from ..errors import MooncakeError
 from ..service import MasterService
 from .fleet import WorkerFleet
 
@@ -88,6 +92,24 @@ async def _measure(
 Call = Callable[[int, int], Awaitable[Any]]
 
 
+class BenchFailure(RuntimeError):
+    """A measured call failed or did not find what was stored: no figure is reported."""
+
+
+def check_exists(found: list[bool | MooncakeError]) -> None:
+    bad = [r for r in found if r is not True]
+    if len(found) != BATCH or bad:
+        raise BenchFailure(f"batch_exist_key: {len(found)} answers for {BATCH} stored keys, "
+                           f"{len(bad)} not found {bad[:1]!r}")  # fmt: skip
+
+
+def check_puts(res: list[Any]) -> None:
+    bad = [r for r in res if not isinstance(r, list) or not r]
+    if len(res) != BATCH or bad:
+        raise BenchFailure(f"batch_put_start: {len(res)} answers for {BATCH} keys, "
+                           f"{len(bad)} failed {bad[:1]!r}")  # fmt: skip
+
+
 def _calls(
     impl: MasterService | list[AsyncMasterClient],
     exist_keys: Callable[[int, int], list[str]],
@@ -99,11 +121,11 @@ def _calls(
         svc = impl
 
         async def exist(lane_id: int, n: int) -> Any:
-            return await svc.batch_exist_key(exist_keys(lane_id, n))
+            check_exists(await svc.batch_exist_key(exist_keys(lane_id, n)))
 
         def put_for(tag: str) -> Call:
             async def put(lane_id: int, n: int) -> Any:
-                return await svc.batch_put_start("bench", put_keys(tag, lane_id, n), sizes)
+                check_puts(await svc.batch_put_start("bench", put_keys(tag, lane_id, n), sizes))
 
             return put
 
@@ -112,16 +134,23 @@ def _calls(
 
     async def exist_http(lane_id: int, n: int) -> Any:
         c = clients[(lane_id + n) % len(clients)]
-        return await c.batch_exist_key(exist_keys(lane_id, n))
+        check_exists(await c.batch_exist_key(exist_keys(lane_id, n)))
 
     def put_for_http(tag: str) -> Call:
         async def put(lane_id: int, n: int) -> Any:
             c = clients[(lane_id + n) % len(clients)]
-            return await c.batch_put_start("bench", put_keys(tag, lane_id, n), sizes)
+            check_puts(await c.batch_put_start("bench", put_keys(tag, lane_id, n), sizes))
 
         return put
 
     return exist_http, put_for_http
+
+
+async def keep_pinging(service: MasterService, client_id: str, every_s: float = 1.0) -> None:
+    """A Mooncake client pings; one that stops loses its segments and their objects."""
+    while True:
+        await service.ping(client_id)
+        await asyncio.sleep(every_s)
 
 
 async def _cleanup(service: MasterService) -> None:
@@ -155,15 +184,17 @@ async def run_bench(
     one = AsyncMasterClient(urls[0], max_connections=concurrency * 2)
     three = [AsyncMasterClient(u, max_connections=concurrency * 2) for u in urls]
     figures: list[Figure] = []
+    pinger = asyncio.create_task(keep_pinging(service, "bench"))
     try:
         await service.mount_segment({"id": "bench", "size": 1 << 50}, "bench")
-        await service.ping("bench")
         # Present keys for the exists calls: 4096 COMPLETE objects.
         present = [f"bench-{i}" for i in range(4096)]
         for i in range(0, len(present), BATCH):
             part = present[i : i + BATCH]
-            await service.batch_put_start("bench", part, [OBJ_SIZE] * len(part))
-            await service.batch_put_end("bench", part)
+            check_puts(await service.batch_put_start("bench", part, [OBJ_SIZE] * len(part)))
+            ends = await service.batch_put_end("bench", part)
+            if any(e is not None for e in ends):
+                raise BenchFailure(f"batch_put_end: {[e for e in ends if e is not None][:1]}")
 
         def exist_keys(lane_id: int, n: int) -> list[str]:
             start = ((lane_id * 7919 + n) * BATCH) % (len(present) - BATCH)
@@ -187,6 +218,7 @@ async def run_bench(
                     await _measure(target, "batch_put_start", conc, seconds, put_for(tag))
                 )
     finally:
+        pinger.cancel()
         await one.aclose()
         for c in three:
             await c.aclose()

@@ -70,10 +70,12 @@ class RpcMetrics:
         )
         self.requests: dict[str, Counter] = {}
         self.failures: dict[str, Counter] = {}
+        self.latencies: dict[str, Histogram] = {}  # the labelled children, looked up once
         self.items: dict[str, Counter] = {}
         self.failed_items: dict[str, Counter] = {}
         for rpc in rpcs:
             n = rpc.name
+            self.latencies[n] = self.latency.labels(n)
             self.requests[n] = Counter(
                 f"master_{n}_requests_total", f"{n} requests.", registry=registry
             )
@@ -89,7 +91,7 @@ class RpcMetrics:
     def observe(
         self, name: str, seconds: float, failed: bool, items: int = 0, failed_items: int = 0
     ) -> None:
-        self.latency.labels(name).observe(seconds)
+        self.latencies[name].observe(seconds)
         self.requests[name].inc()
         if failed:
             self.failures[name].inc()

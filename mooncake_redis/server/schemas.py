@@ -1,77 +1,97 @@
-"""Typed request and response bodies of the HTTP API, and the one table of RPCs.
+"""The one table of RPCs (:data:`RPCS`) and how results travel as JSON; the bodies themselves
+are in :mod:`.bodies` (re-exported here).
 
 Every RPC is one row of :data:`RPCS`: its request model (field names = the library method's
 parameter names), the model of its result (for the OpenAPI document), how a library result
 becomes JSON and back, and whether a client may safely send it twice. The server builds one
 ``POST /v1/<name>`` per row; the clients use the same rows. Adding an RPC is adding a row.
-
-Request models are strict: unknown fields, wrong types and malformed JSON are INVALID_PARAMS.
-Values the types allow but the semantics refuse (an empty key, replica_num 0) are checked by the
-library and come back with its error code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field
+from itertools import repeat
+from typing import Any
 
 from ..errors import ErrorCode, MooncakeError
-from ..models import (
+from ..types import (
+    EvictionResult,
     GetReplicaListResponse,
     PingResponse,
+    RadixNode,
     ReplicaDescriptor,
-    ReplicateConfig,
-    Segment,
+    SubtreeResult,
 )
-from ..radix import RadixNode, RegisterItem, SubtreeResult
+from .bodies import (
+    MAX_BATCH,
+    MAX_STR,
+    BatchPutKeysRequest,
+    BatchPutStartRequest,
+    BatchRegisterRequest,
+    BatchRemoveRequest,
+    BatchResult,
+    Body,
+    ErrorBody,
+    ErrorResponse,
+    EvictionResultBody,
+    EvictOnceRequest,
+    ItemResult,
+    KeyRequest,
+    KeysRequest,
+    MountSegmentRequest,
+    PingBody,
+    PingRequest,
+    PrefixRequest,
+    PutKeyRequest,
+    PutStartRequest,
+    RadixNodeBody,
+    RegisterItemBody,
+    RegisterRequest,
+    RemountSegmentRequest,
+    RemoveAllRequest,
+    RemoveByRegexRequest,
+    RemoveRequest,
+    ReplicaBody,
+    ReplicaListBody,
+    ReplicateConfigBody,
+    Request,
+    Result,
+    SegmentBody,
+    Strict,
+    SubtreeBody,
+    SubtreeRequest,
+    UnmountSegmentRequest,
+)
 
-MAX_BATCH = 8192  # items per batch request; larger batches are INVALID_PARAMS
-MAX_STR = 1 << 16
-
-Key = Field(max_length=MAX_STR)
-Keys = Field(max_length=MAX_BATCH)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class Request(Strict):
-    """A request body: its fields are the keyword arguments of the library method."""
-
-    def to_kwargs(self) -> dict[str, Any]:
-        return {name: _to_lib(getattr(self, name)) for name in type(self).model_fields}
-
-
-def _to_lib(value: Any) -> Any:
-    if isinstance(value, Body):
-        return value.to_lib()
-    if isinstance(value, list):
-        return [_to_lib(v) for v in value]
-    return value
-
-
-class Body(Strict):
-    """A nested body part with a library type."""
-
-    def to_lib(self) -> Any:
-        return self.model_dump()
-
+__all__ = [
+    "HTTP_STATUS",
+    "MAX_BATCH",
+    "MAX_STR",
+    "RPCS",
+    "BatchResult",
+    "Body",
+    "ErrorBody",
+    "ErrorResponse",
+    "ItemResult",
+    "RegisterItemBody",
+    "ReplicateConfigBody",
+    "Request",
+    "Result",
+    "Rpc",
+    "SegmentBody",
+    "Strict",
+    "count_errors",
+    "error_body",
+    "error_from_body",
+    "http_status",
+    "node_from_json",
+    "node_to_json",
+    "subtree_from_json",
+    "subtree_to_json",
+]
 
 # -- errors --------------------------------------------------------------------------------
-
-
-class ErrorBody(Strict):
-    code: int = Field(description="Mooncake ErrorCode value, e.g. -704")
-    name: str = Field(description="Mooncake ErrorCode name, e.g. OBJECT_NOT_FOUND")
-    message: str
-
-
-class ErrorResponse(Strict):
-    error: ErrorBody
 
 
 def error_body(exc: MooncakeError) -> dict[str, Any]:
@@ -84,231 +104,6 @@ def error_from_body(body: Mapping[str, Any]) -> MooncakeError:
     except (TypeError, ValueError):
         code = ErrorCode.INTERNAL_ERROR
     return MooncakeError(code, str(body.get("message", "")))
-
-
-# -- nested bodies ------------------------------------------------------------------------
-
-
-class SegmentBody(Body):
-    id: str = Field(max_length=256)
-    name: str = Field(default="", max_length=1024)
-    base: int = Field(default=0, ge=0)
-    size: int
-    te_endpoint: str = Field(default="", max_length=1024)
-    protocol: str = Field(default="tcp", max_length=1024)
-
-    def to_lib(self) -> Segment:
-        return Segment(
-            id=self.id,
-            name=self.name or self.id,
-            base=self.base,
-            size=self.size,
-            te_endpoint=self.te_endpoint,
-            protocol=self.protocol,
-        )
-
-
-class ReplicateConfigBody(Body):
-    replica_num: int = 1
-    with_soft_pin: bool = False
-    with_hard_pin: bool = False
-    preferred_segments: list[str] = Field(default_factory=list, max_length=1024)
-    preferred_segment: str = ""
-    prefer_alloc_in_same_node: bool = False
-    parent_block_hash: str = Field(default="", max_length=MAX_STR)
-
-    def to_lib(self) -> ReplicateConfig:
-        return ReplicateConfig.from_dict(self.model_dump())
-
-
-class RegisterItemBody(Body):
-    prefix_hash: str = Key
-    parent_prefix_hash: str = Field(default="", max_length=MAX_STR)
-    keys: list[str] = Keys
-
-    def to_lib(self) -> RegisterItem:
-        return RegisterItem(self.prefix_hash, self.parent_prefix_hash, list(self.keys))
-
-
-# -- results -------------------------------------------------------------------------------
-
-
-class ReplicaBody(Strict):
-    replica_id: int
-    status: str
-    segment_id: str
-    segment_name: str
-    buffer_address: int
-    size: int
-    protocol: str
-    transport_endpoint: str
-    offset: int = 0
-
-
-class ReplicaListBody(Strict):
-    replicas: list[ReplicaBody]
-    lease_ttl_ms: int
-
-
-class PingBody(Strict):
-    view_version_id: int
-    client_status: str
-
-
-class RadixNodeBody(Strict):
-    prefix_hash: str
-    parent_prefix_hash: str
-    keys: list[str]
-    children: list[str]
-    is_shell: bool
-    is_leaf: bool
-    created_ms: int = 0
-    score: float = 0.0
-    hits: int = 0
-    link_generation: int = 0
-    child_generations: dict[str, int] = Field(default_factory=dict)
-
-
-class SubtreeBody(Strict):
-    root: str
-    nodes: list[RadixNodeBody]
-    keys: list[str]
-    depth_reached: int
-    truncated: bool
-
-
-T = TypeVar("T")
-
-
-class Result(Strict, Generic[T]):
-    """A single RPC's answer: ``{"result": ...}``."""
-
-    result: T
-
-
-class ItemResult(Strict, Generic[T]):
-    """One item of a batch: exactly one of ``result`` and ``error`` is present."""
-
-    result: T | None = None
-    error: ErrorBody | None = None
-
-
-class BatchResult(Strict, Generic[T]):
-    results: list[ItemResult[T]]
-
-
-# -- requests -----------------------------------------------------------------------------
-
-
-class MountSegmentRequest(Request):
-    segment: SegmentBody
-    client_id: str = Field(max_length=MAX_STR)
-
-
-class RemountSegmentRequest(Request):
-    segments: list[SegmentBody] = Field(max_length=MAX_BATCH)
-    client_id: str = Field(max_length=MAX_STR)
-
-
-class UnmountSegmentRequest(Request):
-    segment_id: str = Field(max_length=256)
-    client_id: str = Field(default="", max_length=MAX_STR)
-
-
-class PutStartRequest(Request):
-    client_id: str = Field(max_length=MAX_STR)
-    key: str = Key
-    slice_lengths: list[int] | int = Field(description="bytes per slice (or one size)")
-    config: ReplicateConfigBody | None = None
-
-
-class BatchPutStartRequest(Request):
-    client_id: str = Field(max_length=MAX_STR)
-    keys: list[str] = Keys
-    slice_lengths: list[list[int] | int] = Keys
-    config: ReplicateConfigBody | list[ReplicateConfigBody] | None = Field(
-        default=None,
-        description="one ReplicateConfig for every key, or a list with one per key",
-    )
-
-
-class PutKeyRequest(Request):
-    client_id: str = Field(max_length=MAX_STR)
-    key: str = Key
-    replica_type: str = "MEMORY"
-
-
-class BatchPutKeysRequest(Request):
-    client_id: str = Field(max_length=MAX_STR)
-    keys: list[str] = Keys
-    replica_type: str = "MEMORY"
-
-
-class KeyRequest(Request):
-    key: str = Key
-
-
-class KeysRequest(Request):
-    keys: list[str] = Keys
-
-
-class RemoveRequest(Request):
-    key: str = Key
-    force: bool = False
-
-
-class BatchRemoveRequest(Request):
-    keys: list[str] = Keys
-    force: bool = False
-
-
-class RemoveByRegexRequest(Request):
-    pattern: str = Field(max_length=MAX_STR)
-    force: bool = False
-
-
-class RemoveAllRequest(Request):
-    force: bool = False
-
-
-class PingRequest(Request):
-    client_id: str = Field(max_length=MAX_STR)
-
-
-class RegisterRequest(Request):
-    prefix_hash: str = Key
-    parent_prefix_hash: str = Field(default="", max_length=MAX_STR)
-    keys: list[str] = Keys
-
-
-class BatchRegisterRequest(Request):
-    items: list[RegisterItemBody] = Keys
-
-
-class PrefixRequest(Request):
-    prefix_hash: str = Key
-
-
-class SubtreeRequest(Request):
-    prefix_hash: str = Key
-    max_depth: int = Field(default=16, ge=0, le=4096)
-
-
-class EvictOnceRequest(Request):
-    force: bool = False
-    max_objects: int | None = Field(default=None, ge=0)
-    target_ratio: float | None = Field(default=None, ge=0.0, le=1.0)
-    wait: bool = True
-
-
-class EvictionResultBody(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    mode: str
-    reason: str
-    evicted_objects: int
-    evicted_leaves: int
-    bytes: int
-    cascade_depth: int
 
 
 # -- library result <-> JSON --------------------------------------------------------------
@@ -361,8 +156,6 @@ def _eviction_to_json(v: Any) -> Any:
 
 
 def _eviction_from_json(v: Any) -> Any:
-    from ..eviction.metrics import EvictionResult
-
     known = set(EvictionResult.__dataclass_fields__)
     return EvictionResult(**{k: x for k, x in v.items() if k in known})
 
@@ -387,6 +180,17 @@ def _replicas_from_json(v: Any) -> list[ReplicaDescriptor]:
     return [ReplicaDescriptor.from_dict(r) for r in v]
 
 
+def _register_items(args: dict[str, Any]) -> dict[str, Any]:
+    """``(prefix_hash, parent_prefix_hash, keys)`` tuples as RegisterItemBody objects."""
+    items = [
+        {"prefix_hash": i[0], "parent_prefix_hash": i[1], "keys": list(i[2])}
+        if isinstance(i, (tuple, list)) and len(i) == 3
+        else i
+        for i in args["items"]
+    ]
+    return {**args, "items": items}
+
+
 def _int(v: Any) -> int:
     return int(v)
 
@@ -407,6 +211,9 @@ class Rpc:
     batch: bool = False  # the library returns list[T | MooncakeError]
     idempotent: bool = False  # safe to send again after it may have been applied
     summary: str = ""
+    # Client side: library arguments -> what orjson can send (it does dataclasses, tuples and
+    # dicts itself); only where the library accepts a shape the request model does not.
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def path(self) -> str:
@@ -417,24 +224,45 @@ class Rpc:
         return BatchResult[self.result] if self.batch else Result[self.result]  # type: ignore[name-defined]
 
     def encode(self, value: Any) -> dict[str, Any]:
+        """The JSON body of a library result (a batch: one entry per item)."""
         if not self.batch:
             return {"result": self.to_json(value)}
-        out: list[dict[str, Any]] = []
-        for item in value:
-            if isinstance(item, MooncakeError):
-                out.append({"error": error_body(item)})
-            else:
-                out.append({"result": self.to_json(item)})
-        return {"results": out}
+        to_json = self.to_json
+        if to_json is _none or to_json is _bool:  # the common batches: shared item objects
+            items = [
+                _OK.get(x) or ({"error": error_body(x)} if isinstance(x, MooncakeError)
+                               else {"result": to_json(x)})
+                for x in value
+            ]  # fmt: skip
+        else:
+            items = [
+                {"error": error_body(x)} if isinstance(x, MooncakeError) else {"result": to_json(x)}
+                for x in value
+            ]
+        return {"results": items}
 
     def decode(self, body: Mapping[str, Any]) -> Any:
+        """A library result from its JSON body (client side)."""
         if not self.batch:
             return self.from_json(body.get("result"))
-        out: list[Any] = []
-        for item in body.get("results", []):
-            err = item.get("error")
-            out.append(error_from_body(err) if err else self.from_json(item.get("result")))
-        return out
+        from_json = self.from_json
+        return [
+            error_from_body(item["error"]) if "error" in item else from_json(item.get("result"))
+            for item in body.get("results", [])
+        ]
+
+
+# Success items of the None and bool batches, shared (orjson writes a dict as often as it is
+# referenced). Keyed by identity-safe values only: None, True, False.
+_OK: dict[Any, dict[str, Any]] = {
+    None: {"result": None},
+    True: {"result": True},
+    False: {"result": False},
+}
+
+
+def count_errors(results: Iterable[Any]) -> int:
+    return sum(map(isinstance, results, repeat(MooncakeError)))
 
 
 _RPC_LIST: list[Rpc] = [
@@ -482,7 +310,8 @@ _RPC_LIST: list[Rpc] = [
     Rpc("register_radix_tree_node", RegisterRequest, None, _none, _none, idempotent=True,
         summary="RegisterRadixTreeNode: register keys under a prefix node (RFC Path B)."),
     Rpc("batch_register_radix_tree_node", BatchRegisterRequest, None, _none, _none, batch=True,
-        idempotent=True, summary="BatchRegisterRadixTreeNode: one result per item."),
+        idempotent=True, summary="BatchRegisterRadixTreeNode: one result per item.",
+        prepare=_register_items),
     Rpc("get_keys_by_prefix", PrefixRequest, RadixNodeBody, node_to_json, node_from_json,
         idempotent=True, summary="GetKeysByPrefix: a node, its keys and children."),
     Rpc("get_subtree_keys", SubtreeRequest, SubtreeBody, subtree_to_json, subtree_from_json,
