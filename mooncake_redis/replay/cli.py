@@ -18,7 +18,12 @@ from typing import Any
 from rich.console import Console
 
 from mooncake_redis.replay.driver import ReplayOptions, ReplayResult, replay
-from mooncake_redis.replay.report import plot_capacity, print_results, results_json
+from mooncake_redis.replay.report import (
+    plot_capacity,
+    print_comparison,
+    print_results,
+    results_json,
+)
 from mooncake_redis.replay.synth import SynthConfig, generate
 from mooncake_redis.replay.target import (
     TargetOptions,
@@ -59,7 +64,20 @@ def _add_store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scoring",
         default=_env("EVICTION_POLICY", "lru"),
-        help="radix leaf scoring policy, e.g. lru or lru-freq (default lru)",
+        help=(
+            "radix leaf policy: lru or lru-freq[:W] on our store; on the model also every "
+            "candidate of the policy study, e.g. arc, s3fifo, 2q, lru-refs (default lru)"
+        ),
+    )
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="NAMES",
+        help=(
+            "comma-separated radix leaf policies: replay the trace once per policy (and per "
+            "--target) and print one comparison table (hit rate, orphans, incomplete blocks, "
+            "evictions); a real Mooncake target runs once"
+        ),
     )
     p.add_argument("--key-format", choices=KEY_FORMATS, default="mla")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (mha: 2*tp keys/block)")
@@ -167,21 +185,23 @@ def _lease_ms(args: argparse.Namespace) -> int:
 
 
 def _options(
-    args: argparse.Namespace, capacity: int, policy: str, label: str
+    args: argparse.Namespace, capacity: int, policy: str, label: str, scoring: str | None = None
 ) -> tuple[TargetOptions, ReplayOptions]:
     per_block = 1 if args.key_format == "mla" else 2 * args.tp
+    scoring = scoring or args.scoring
     topts = TargetOptions(
         capacity_blocks=capacity,
         objects_per_block=per_block,
         value_size=args.value_size,
         policy=policy,
-        scoring=args.scoring,
+        scoring=scoring,
         redis_url=args.redis_url,
         workers=args.workers,
         lease_ttl_ms=_lease_ms(args),
     )
     params: dict[str, Any] = {
         "policy": policy,
+        "scoring": scoring if policy == "radix" else "-",
         "capacity_blocks": capacity,
         "keys": args.key_format if args.key_format == "mla" else f"mha tp{args.tp}",
     }
@@ -252,17 +272,25 @@ def run_replay(args: argparse.Namespace) -> int:
     if not records:
         return _fail(f"{args.trace}: no requests")
     names = args.target or [default_target()]
+    compare = [c.strip() for c in (args.compare or "").split(",") if c.strip()]
+    if args.compare is not None and not compare:
+        return _fail("--compare needs at least one policy name, e.g. --compare lru,arc")
     jobs = []
     for name in names:
-        topts, ropts = _options(args, args.capacity_blocks, args.policy, name)
-        if name == "mooncake":
-            ropts = replace(ropts, params={**ropts.params, "policy": "batch-evict (mooncake)"})
-        jobs.append((name, topts, ropts))
+        for scoring in [None] if name == "mooncake" or not compare else compare:
+            label = name if scoring is None else f"{name} {scoring}"
+            topts, ropts = _options(args, args.capacity_blocks, args.policy, label, scoring)
+            if name == "mooncake":
+                params = {**ropts.params, "policy": "batch-evict (mooncake)", "scoring": "-"}
+                ropts = replace(ropts, params=params)
+            jobs.append((name, topts, ropts))
     results = _run(jobs, records)
     if isinstance(results, int):
         return results
     if args.json:
         print(results_json(results))
+    elif compare:
+        print_comparison(results, title=f"replay of {args.trace}")
     else:
         print_results(results, title=f"replay of {args.trace}")
     return 0
