@@ -1,15 +1,15 @@
 """The reference model of our store's radix eviction: whole blocks, leaves only, one policy.
 
 It follows the store's calling pattern, not an idealised cache, so that a policy ranked here
-ranks the same on the store: a put batch reserves room key by key in order and refuses the
-rest once the capacity is reached (a block accepted only in part is rolled back, and so are
-its children in the batch); a block whose parent block is not stored is refused (the put
-guard); after the batch, one eviction pass runs when the used ratio is above the high
-watermark (down to it, also after a refusal) or, at or below it, a put found no room (down to
-the watermark minus the eviction ratio, freeing at least that ratio). A pass takes the
-policy's best leaf one at a time; a parent whose last child went becomes a leaf at once, as in
-the store's exact order along chains. A leaf with a live lease (granted by a hit,
-``lease_ttl_ms`` after it) is skipped, as the store skips it.
+ranks the same on the store. A put batch reserves room for every put in order and refuses the
+rest once the capacity is reached (a block accepted only in part is rolled back, and so are its
+children in the batch; refused puts free their room at the end of the batch); a block whose
+parent block is not stored is refused (the put guard). After the batch, one eviction pass runs
+when the used ratio is above the high watermark (down to it, also after a refusal) or, at or
+below it, a put found no room (down to the watermark minus the eviction ratio, freeing at least
+that ratio). A pass takes the policy's best leaf one at a time; a parent whose last child went
+becomes a leaf at once, as in the store's exact order along chains. A leaf with a live lease
+(granted by a hit, ``lease_ttl_ms`` after it) is skipped, as the store skips it.
 
 Clocks: ``clock`` counts the calls (exists, put, get); ``c.evicted_blocks`` is the logical
 clock a store's single evictor can keep without a shared counter (in steady state one block
@@ -156,18 +156,20 @@ class LeafCache(Generic[K]):
         block was stored. Runs the eviction pass the store would run after it."""
         out: list[bool] = []
         full = False
+        reserved = self.used
         for block, parent, objects in blocks:
             if block in self.nodes:  # never overwritten
                 out.append(False)
                 continue
+            if full or reserved + objects > self.capacity:
+                full = True  # reservations go in order: everything after the first miss fails
+                self.c.refused_no_room += 1
+                out.append(False)
+                continue
+            reserved += objects  # every put reserves first, a refused one frees at the end
             pnode = self.nodes.get(parent) if parent is not None else None
             if parent is not None and pnode is None:
                 self.c.refused_orphan += 1  # the put guard (also a parent refused above)
-                out.append(False)
-                continue
-            if full or self.used + objects > self.capacity:
-                full = True  # reservations go in order: everything after the first miss fails
-                self.c.refused_no_room += 1
                 out.append(False)
                 continue
             self._add(block, pnode, objects)

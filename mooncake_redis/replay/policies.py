@@ -224,6 +224,93 @@ class LruTree(AgedScore[K]):
         return math.log2(1 + min(node.refs, 1024)) + math.log2(max(1, node.fan))
 
 
+class Tiered(Generic[K]):
+    """``tiered[:X/Y]``: leaf-first LRU in logical time with three tiers of protection.
+
+    A leaf's score is the logical time of its last touch (blocks evicted so far, see
+    ``LeafCache``) plus a protection in turnovers (one turnover = the blocks stored now):
+    0 for a *fresh* leaf (never found since its put and never extended: no evidence of reuse;
+    in a FAST'25 trace usually a prompt's partial last block), X (default 1) for an *exposed*
+    one (never found, but it once had a child: a request went past it, so it is a full prefix
+    block), Y (default 1.5) for a leaf *found* by a later request at least once. Each tier is
+    its own LRU index; a victim is the tier head with the lowest score. Bounded (no leaf
+    outlives LRU by more than Y turnovers) and order-based within a tier."""
+
+    name = "tiered"
+
+    def __init__(self, exposed: float = 1.0, found: float = 1.5) -> None:
+        if not (min(exposed, found) >= 0.0 and math.isfinite(exposed + found)):
+            raise ValueError("tier protections must be finite and >= 0")
+        self.offsets = (0.0, exposed, found)
+        self.cache: LeafCache[K] | None = None
+        self._heaps: tuple[list[tuple[int, int, int, int, Node[K]]], ...] = ([], [], [])
+        self._seq = itertools.count()
+
+    def bind(self, cache: LeafCache[K]) -> None:
+        self.cache = cache
+
+    @staticmethod
+    def tier(node: Node[K]) -> int:
+        return 2 if node.refs > 0 else (1 if node.fan > 0 else 0)
+
+    def _index(self, node: Node[K]) -> None:
+        node.ver += 1
+        node.seg = self.tier(node)
+        if node.children == 0:
+            e = (node.stamp, node.last, next(self._seq), node.ver, node)
+            heapq.heappush(self._heaps[node.seg], e)
+
+    def inserted(self, node: Node[K]) -> None:
+        self._index(node)
+
+    def touched(self, node: Node[K]) -> None:
+        self._index(node)
+
+    def exposed(self, node: Node[K]) -> None:
+        self._index(node)
+
+    def requeue(self, node: Node[K]) -> None:
+        self._index(node)
+
+    def covered(self, node: Node[K]) -> None:
+        node.ver += 1
+
+    def evicted(self, node: Node[K]) -> None:
+        return None
+
+    def _head(self, tier: int) -> Node[K] | None:
+        h = self._heaps[tier]
+        while h:
+            _, _, _, ver, node = h[0]
+            if node.alive and node.children == 0 and node.ver == ver:
+                return node
+            heapq.heappop(h)
+        return None
+
+    def pop(self) -> Node[K] | None:
+        assert self.cache is not None, "bind() first"
+        turnover = max(1, len(self.cache.nodes))
+        best: tuple[float, int, int] | None = None
+        for tier in range(3):
+            node = self._head(tier)
+            if node is not None:
+                key = (node.stamp + self.offsets[tier] * turnover, node.last, tier)
+                if best is None or key < best:
+                    best = key
+        if best is None:
+            return None
+        return heapq.heappop(self._heaps[best[2]])[4]
+
+
+def _tiered(arg: str) -> Tiered[Any]:
+    if not arg:
+        return Tiered()
+    parts = arg.split("/")
+    if len(parts) != 2:
+        raise ValueError("expected tiered:EXPOSED/FOUND (turnovers), e.g. tiered:1/1.5")
+    return Tiered(float(parts[0]), float(parts[1]))
+
+
 def _float_arg(cls: Callable[..., Any]) -> Callable[[str], Any]:
     return lambda arg: cls(float(arg)) if arg else cls()
 
@@ -249,6 +336,7 @@ def _registry() -> dict[str, Callable[[str], Any]]:
         "lru-fan": _float_arg(LruFan),
         "lru-hit": _float_arg(LruHit),
         "lru-tree": _float_arg(LruTree),
+        "tiered": _tiered,
         **segmented.REGISTRY,
         **_EXTRA,
     }

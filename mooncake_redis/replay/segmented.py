@@ -1,7 +1,7 @@
 """Segmented leaf policies of the reference model: 2Q, ARC and S3-FIFO, restricted to leaves.
 
-Each keeps the blocks in segments (with sizes counted over every stored block, as the
-original algorithms count pages) and evicts from the segment its rule names, taking that
+Each keeps the blocks in segments (with sizes counted in blocks over every stored block, as
+the original algorithms count pages) and evicts from the segment its rule names, taking that
 segment's oldest *leaf*; when the segment has no leaf, the other one gives the victim. Ghosts
 are the hashes of recently evicted blocks (no data): a put of a block found there is a miss a
 larger cache would have hit, which is how ARC tunes itself and how 2Q and S3-FIFO admit a
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from mooncake_redis.replay.leafcache import LeafCache, Node
+from mooncake_redis.replay.policies import Tiered
 
 K = TypeVar("K", bound=Hashable)
 
@@ -53,9 +55,9 @@ class Segments(Generic[K]):
         """Put the node into seg at key (its place in the segment's order); a node not yet
         placed has ver 0."""
         if node.ver:
-            self.size[node.seg] -= node.objects
+            self.size[node.seg] -= 1
         node.seg, node.key = seg, key
-        self.size[seg] += node.objects
+        self.size[seg] += 1
         node.ver += 1
         if node.children == 0 or not self.leaves_only:
             heapq.heappush(self.heaps[seg], (key, next(self._seq), node.ver, node))
@@ -90,7 +92,7 @@ class Segments(Generic[K]):
         heapq.heappush(self.heaps[node.seg], (node.key, next(self._seq), node.ver, node))
 
     def evicted(self, node: Node[K]) -> None:
-        self.size[node.seg] -= node.objects
+        self.size[node.seg] -= 1
 
 
 class Ghosts(Generic[K]):
@@ -267,6 +269,67 @@ class S3Fifo(Segments[K]):
             self.ghosts.trim(self.blocks())
 
 
+class TieredGhost(Tiered[K]):
+    """``tiered-ghost``: ``tiered`` whose protections learn from ghosts (the ARC idea on its
+    three tiers): each evicted block leaves its tier in a ghost list as long as the store; a
+    put of a ghost is a miss a better choice would have avoided. Every 2 % of a turnover the
+    protections move by ETA * log(tier's ghost-hit rate / overall rate) (rates decayed over
+    four turnovers, shrunk toward the mean by 50 pseudo-evictions), within [0, 3] turnovers
+    and the lowest at 0: a tier whose blocks come back more than the others' gets more room.
+    Starts from ``tiered``'s 0 / 1 / 1.5."""
+
+    name = "tiered-ghost"
+
+    def __init__(self, eta: float = 0.02) -> None:
+        super().__init__()
+        self.eta = eta
+        self.learned = list(self.offsets)
+        self.ghosts: OrderedDict[K, int] = OrderedDict()
+        self._ev = [0.0, 0.0, 0.0]
+        self._gh = [0.0, 0.0, 0.0]
+        self._new_ev = [0, 0, 0]
+        self._new_gh = [0, 0, 0]
+        self._since = 0
+
+    def inserted(self, node: Node[K]) -> None:
+        tier = self.ghosts.pop(node.block, None)
+        if tier is not None:
+            self._new_gh[tier] += 1
+        super().inserted(node)
+
+    def evicted(self, node: Node[K]) -> None:
+        n = max(1, len(self.c.nodes))
+        self._new_ev[node.seg] += 1
+        self.ghosts[node.block] = node.seg
+        while len(self.ghosts) > n:
+            self.ghosts.popitem(last=False)
+        self._since += 1
+        if self._since >= max(1, n // 50):
+            self._since = 0
+            self._learn(min(1.0, max(1, n // 50) / (4.0 * n)))
+
+    @property
+    def c(self) -> LeafCache[K]:
+        assert self.cache is not None, "bind() first"
+        return self.cache
+
+    def _learn(self, decay: float) -> None:
+        for t in range(3):
+            self._ev[t] = self._ev[t] * (1 - decay) + self._new_ev[t]
+            self._gh[t] = self._gh[t] * (1 - decay) + self._new_gh[t]
+            self._new_ev[t] = self._new_gh[t] = 0
+        total_ev, total_gh = sum(self._ev), sum(self._gh)
+        if total_ev < 1 or total_gh <= 0:
+            return
+        mean = total_gh / total_ev
+        for t in range(3):
+            rate = (self._gh[t] + 50 * mean) / (self._ev[t] + 50)
+            self.learned[t] = min(3.0, max(0.0, self.learned[t] + self.eta * math.log(rate / mean)))
+        low = min(self.learned)
+        self.learned = [o - low for o in self.learned]
+        self.offsets = (self.learned[0], self.learned[1], self.learned[2])
+
+
 def _kin(cls: Callable[..., Any]) -> Callable[[str], Any]:
     return lambda arg: cls(float(arg)) if arg else cls()
 
@@ -275,4 +338,5 @@ REGISTRY: dict[str, Callable[[str], Any]] = {
     "2q": _kin(TwoQ),
     "arc": lambda arg: Arc(),
     "s3fifo": _kin(S3Fifo),
+    "tiered-ghost": _kin(TieredGhost),
 }
