@@ -181,12 +181,14 @@ async def test_study_fast_path_equals_the_driver_on_the_model(
 
 def test_tiered_evicts_fresh_tails_first_then_exposed_then_found() -> None:
     c = _cache(1_000, "tiered", high_watermark=1.0)
+    c.now_ms = 0.0
     # A chain 0-1-2 found once by a later request, then five fresh roots, all newer.
     c.put([(0, None, 1), (1, 0, 1), (2, 1, 1)])
     c.tick()
     for b in (0, 1, 2):
         c.touch(b)
     c.put([(b, None, 1) for b in range(10, 15)])
+    c.now_ms = 5_000.0  # past the grace of a fresh put
     policy = c.policy
     order = [policy.pop() for _ in range(3)]
     # Fresh leaves go before the older found one; within a tier, least recently used first.
@@ -195,18 +197,41 @@ def test_tiered_evicts_fresh_tails_first_then_exposed_then_found() -> None:
 
 def test_tiered_protection_is_bounded_by_its_turnovers() -> None:
     # A found leaf outlives fresh ones by at most FOUND turnovers: with 0 it is plain LRU.
-    c = _cache(1_000, "tiered:0/0", high_watermark=1.0)
+    c = _cache(1_000, "tiered:0/0/0", high_watermark=1.0)
+    c.now_ms = -5_000.0
     c.put([(0, None, 1)])
     c.tick()
     c.touch(0)
     c.tick()
     c.put([(1, None, 1)])
+    c.now_ms = 0.0
     node = c.policy.pop()
     assert node is not None and node.block == 0
-    with pytest.raises(ValueError, match="tiered:EXPOSED/FOUND"):
-        make_policy("tiered:1")
+    with pytest.raises(ValueError, match="tiered:FRESH/EXPOSED/FOUND"):
+        make_policy("tiered:1/2")
     with pytest.raises(ValueError, match=">= 0"):
-        make_policy("tiered:-1/1")
+        make_policy("tiered:0/-1/1")
+
+
+def test_tiered_keeps_a_request_whose_puts_span_batches() -> None:
+    """The newest block of a put batch is a fresh leaf; the next batch of the same request
+    extends it. Within the grace it is not a victim while an older leaf is, so the request is
+    stored whole instead of being refused as orphans after the pass between its batches."""
+    c = _cache(40, "tiered", high_watermark=0.9)
+    c.now_ms = 0.0
+    c.put([(b, None, 1) for b in range(30)])
+    c.tick()
+    for b in range(30):  # old roots, found since: protected well above a fresh leaf
+        c.touch(b)
+    c.now_ms = 10_000.0
+    chain = list(range(100, 120))
+    for i in range(0, len(chain), 4):  # 4 blocks per batch, a pass after each
+        part = chain[i : i + 4]
+        ok = c.put([(b, b - 1 if b > 100 else None, 1) for b in part])
+        assert ok == [True] * len(part)
+    assert all(b in c for b in chain) and c.c.refused_orphan == 0
+    assert c.used <= 36
+    _check_tree(c)
 
 
 @pytest.mark.parametrize("shape", shape_names())

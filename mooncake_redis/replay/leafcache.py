@@ -42,6 +42,8 @@ class Node(Generic[K]):
     """the store's leaf score: creation ms, then the newest lease timeout (lease order)"""
     stamp: int
     """logical time of its last touch (or put): blocks evicted so far (see ``LeafCache``)"""
+    born_ms: float
+    """the replay's clock when it was put"""
     prev: int = -1
     """clock of the touch before ``last`` (-1: none)"""
     refs: int = 0
@@ -188,6 +190,7 @@ class LeafCache(Generic[K]):
             self.clock,
             self.now_ms,
             self.c.evicted_blocks,
+            self.now_ms,
         )
         self.nodes[block] = node
         self.used += objects

@@ -225,23 +225,30 @@ class LruTree(AgedScore[K]):
 
 
 class Tiered(Generic[K]):
-    """``tiered[:X/Y]``: leaf-first LRU in logical time with three tiers of protection.
+    """``tiered[:F/X/Y]``: leaf-first LRU in logical time with three tiers of protection.
 
     A leaf's score is the logical time of its last touch (blocks evicted so far, see
     ``LeafCache``) plus a protection in turnovers (one turnover = the blocks stored now):
-    0 for a *fresh* leaf (never found since its put and never extended: no evidence of reuse;
-    in a FAST'25 trace usually a prompt's partial last block), X (default 1) for an *exposed*
-    one (never found, but it once had a child: a request went past it, so it is a full prefix
-    block), Y (default 1.5) for a leaf *found* by a later request at least once. Each tier is
-    its own LRU index; a victim is the tier head with the lowest score. Bounded (no leaf
-    outlives LRU by more than Y turnovers) and order-based within a tier."""
+    F (default 0) for a *fresh* leaf (never found since its put and never extended: no
+    evidence of reuse; in a FAST'25 trace usually a prompt's partial last block), X (default 1)
+    for an *exposed* one (never found, but it once had a child: a request went past it, so it
+    is a full prefix block), Y (default 1.75) for a leaf *found* by a later request at least
+    once. Each tier is its own LRU index; a victim is the tier head with the lowest score.
+    Bounded (no leaf outlives LRU by more than Y turnovers) and order-based within a tier.
+    Fresh leaves rarely live long enough for X to matter (any X >= 0.5 ranks the same on every
+    workload of the study); Y - X, the edge of a found leaf over an exposed one, is the knob.
+
+    A fresh leaf put less than ``GRACE_MS`` ago (the replay's clock) is not a victim while an
+    older leaf is: it may be the last block of a put batch whose request continues in the
+    next batch, and evicting it there would refuse the rest of the request as orphans."""
 
     name = "tiered"
+    GRACE_MS = 1_000.0
 
-    def __init__(self, exposed: float = 1.0, found: float = 1.5) -> None:
-        if not (min(exposed, found) >= 0.0 and math.isfinite(exposed + found)):
+    def __init__(self, fresh: float = 0.0, exposed: float = 1.0, found: float = 1.75) -> None:
+        if not (min(fresh, exposed, found) >= 0.0 and math.isfinite(fresh + exposed + found)):
             raise ValueError("tier protections must be finite and >= 0")
-        self.offsets = (0.0, exposed, found)
+        self.offsets = (fresh, exposed, found)
         self.cache: LeafCache[K] | None = None
         self._heaps: tuple[list[tuple[int, int, int, int, Node[K]]], ...] = ([], [], [])
         self._seq = itertools.count()
@@ -290,25 +297,26 @@ class Tiered(Generic[K]):
     def pop(self) -> Node[K] | None:
         assert self.cache is not None, "bind() first"
         turnover = max(1, len(self.cache.nodes))
-        best: tuple[float, int, int] | None = None
+        best: tuple[bool, float, int, int] | None = None
         for tier in range(3):
             node = self._head(tier)
             if node is not None:
-                key = (node.stamp + self.offsets[tier] * turnover, node.last, tier)
+                young = tier == 0 and node.born_ms + self.GRACE_MS > self.cache.now_ms
+                key = (young, node.stamp + self.offsets[tier] * turnover, node.last, tier)
                 if best is None or key < best:
                     best = key
         if best is None:
             return None
-        return heapq.heappop(self._heaps[best[2]])[4]
+        return heapq.heappop(self._heaps[best[3]])[4]
 
 
 def _tiered(arg: str) -> Tiered[Any]:
     if not arg:
         return Tiered()
     parts = arg.split("/")
-    if len(parts) != 2:
-        raise ValueError("expected tiered:EXPOSED/FOUND (turnovers), e.g. tiered:1/1.5")
-    return Tiered(float(parts[0]), float(parts[1]))
+    if len(parts) != 3:
+        raise ValueError("expected tiered:FRESH/EXPOSED/FOUND (turnovers), e.g. tiered:0/1/1.5")
+    return Tiered(float(parts[0]), float(parts[1]), float(parts[2]))
 
 
 def _float_arg(cls: Callable[..., Any]) -> Callable[[str], Any]:

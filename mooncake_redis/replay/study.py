@@ -53,6 +53,8 @@ class SimResult:
     hits: int = 0
     evicted_blocks: int = 0
     evictions: int = 0
+    refused: int = 0
+    """blocks whose put was refused (no room, or the put guard: its parent was evicted)"""
     samples: int = 0
     orphans_max: int = 0
     """stored blocks whose parent block is not stored (the model stores whole blocks, so
@@ -84,7 +86,9 @@ def simulate(
     per_call = max(1, batch_size // objects_per_block)
     res = SimResult()
     stored = 0
+    ts0 = records[0].timestamp_ms if records else 0
     for i, rec in enumerate(records):
+        cache.now_ms = float(rec.timestamp_ms - ts0)  # the driver's clock when unpaced
         ids = rec.hash_ids
         res.references += len(ids)
         hit, counting = 0, True
@@ -112,6 +116,7 @@ def simulate(
             res.orphans_max = max(res.orphans_max, _orphans(cache))
             stored += len(cache.nodes)
     res.evicted_blocks = cache.c.evicted_blocks
+    res.refused = cache.c.refused_no_room + cache.c.refused_orphan
     res.evictions = cache.c.evictions
     res.stored_mean = stored / res.samples if res.samples else 0.0
     return res
@@ -168,6 +173,7 @@ def run_study(
             row[p] = r
             print(
                 f"{w.label:28s} {p:24s} {r.hit_rate * 100:7.3f} %  orphans {r.orphans_max}"
+                f"  refused {r.refused}"
                 f"  {time.perf_counter() - t0:5.1f} s",
                 file=sys.stderr,
                 flush=True,
