@@ -238,12 +238,13 @@ class Tiered(Generic[K]):
     Fresh leaves rarely live long enough for X to matter (any X >= 0.5 ranks the same on every
     workload of the study); Y - X, the edge of a found leaf over an exposed one, is the knob.
 
-    A fresh leaf put less than ``GRACE_MS`` ago (the replay's clock) is not a victim while an
-    older leaf is: it may be the last block of a put batch whose request continues in the
-    next batch, and evicting it there would refuse the rest of the request as orphans."""
+    A fresh leaf put less than ``GRACE_MS`` (100 ms) ago, by the replay's clock, is not a
+    victim while an older leaf is: it may be the last block of a put batch whose request goes
+    on in the next batch, and evicting it there would refuse the rest of the request as
+    orphans (8-10 thousand blocks of the conversation trace)."""
 
     name = "tiered"
-    GRACE_MS = 1_000.0
+    GRACE_MS = 100.0
 
     def __init__(self, fresh: float = 0.0, exposed: float = 1.0, found: float = 1.75) -> None:
         if not (min(fresh, exposed, found) >= 0.0 and math.isfinite(fresh + exposed + found)):
