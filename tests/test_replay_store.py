@@ -13,6 +13,7 @@ from mooncake_redis.fsck import fsck
 from mooncake_redis.replay.driver import ReplayOptions, replay
 from mooncake_redis.replay.redis_target import create_target
 from mooncake_redis.replay.target import TargetOptions
+from mooncake_redis.replay.target import create_target as create_any_target
 from mooncake_redis.replay.trace import load_trace, objects_per_block
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "conversation_trace.jsonl"
@@ -97,3 +98,40 @@ async def test_slice_replay_through_workers(where: str, redis_url: str) -> None:
     finally:
         await target.close()
     assert all(p is None or p.poll() is not None for p in target.fleet.workers)
+
+
+@pytest.mark.parametrize(("key_format", "tp"), [("mla", 1), ("mha", 2)])
+async def test_reference_model_matches_the_store(
+    real_backend_url: str, key_format: str, tp: int
+) -> None:
+    """The policy study ranks policies on the reference model: with leases off, the model's
+    lru must make the store's choices (puts refused, hits, evictions), batch for batch."""
+    records = load_trace(TRACE, limit=150)
+    per_block = objects_per_block(key_format, tp)
+    results = []
+    for name in ("model", "redis"):
+        target = await create_any_target(
+            name,
+            TargetOptions(
+                capacity_blocks=300,
+                objects_per_block=per_block,
+                value_size=1024,
+                redis_url=real_backend_url,
+                lease_ttl_ms=0,
+                extra={"num_shards": "16"},
+            ),
+        )
+        try:
+            results.append(
+                await replay(
+                    records,
+                    target,
+                    ReplayOptions(key_format=key_format, tp=tp, sample_every=25, progress=False),
+                )
+            )
+        finally:
+            await target.close()
+    model, store = results
+    assert store.evicted_keys > 0, "the slice must put the store under pressure"
+    for field in ("hits", "puts_ok", "puts_failed", "evicted_keys", "stored_final"):
+        assert getattr(model, field) == getattr(store, field), field

@@ -26,12 +26,13 @@ from mooncake_redis.cli_common import (
     positive_float,
     positive_int,
     positive_int_list,
-    scoring,
 )
+from mooncake_redis.errors import MooncakeError
 from mooncake_redis.replay import traces
 from mooncake_redis.replay.driver import ReplayOptions, ReplayResult, replay
 from mooncake_redis.replay.report import (
     plot_capacity,
+    print_comparison,
     print_results,
     print_summary,
     results_json,
@@ -61,6 +62,24 @@ def default_target() -> str:
     return "redis" if "redis" in available_targets() else "model"
 
 
+def leaf_policy(text: str) -> str:
+    """A leaf policy of the store (``lru``, ``lru-freq:W``) or of the model's policy study."""
+    from mooncake_redis.eviction.policy import get_policy
+    from mooncake_redis.replay.policies import make_policy, policy_names
+
+    try:
+        get_policy(text)
+        return text
+    except MooncakeError as store_exc:
+        try:
+            make_policy(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{store_exc}; the model (--target model) also has {', '.join(policy_names())}"
+            ) from None
+    return text
+
+
 def _add_store_options(p: argparse.ArgumentParser) -> None:
     add_redis_url(
         p,
@@ -75,9 +94,22 @@ def _add_store_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--scoring",
-        type=scoring,
+        type=leaf_policy,
         default=_env("EVICTION_POLICY", "lru"),
-        help="radix leaf scoring: lru or lru-freq[:W]",
+        help=(
+            "radix leaf policy: lru or lru-freq[:W] on our store; on the model also every "
+            "candidate of the policy study, e.g. arc, s3fifo, 2q, lru-refs (default lru)"
+        ),
+    )
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="NAMES",
+        help=(
+            "comma-separated radix leaf policies: replay the trace once per policy (and per "
+            "--target) and print one comparison table (hit rate, orphans, incomplete blocks, "
+            "evictions); a real Mooncake target runs once"
+        ),
     )
     p.add_argument(
         "--key-format",
@@ -232,16 +264,22 @@ def _lease_ms(args: argparse.Namespace) -> int:
 
 
 def _options(
-    args: argparse.Namespace, capacity: int, policy: str, label: str, target: str = "redis"
+    args: argparse.Namespace,
+    capacity: int,
+    policy: str,
+    label: str,
+    target: str = "redis",
+    scoring: str | None = None,
 ) -> tuple[TargetOptions, ReplayOptions]:
     per_block = 1 if args.key_format == "mla" else 2 * args.tp
     url = getattr(args, "redis_url", None) or env_redis_url()
+    scoring = scoring or args.scoring
     topts = TargetOptions(
         capacity_blocks=capacity,
         objects_per_block=per_block,
         value_size=args.value_size,
         policy=policy,
-        scoring=args.scoring,
+        scoring=scoring,
         redis_url=url,
         workers=args.workers,
         lease_ttl_ms=_lease_ms(args),
@@ -249,6 +287,7 @@ def _options(
     params: dict[str, Any] = {
         "store": store_name(target, url, args.workers),
         "policy": policy,
+        "scoring": scoring if policy == "radix" else "-",
         "capacity_blocks": capacity,
         "keys": args.key_format if args.key_format == "mla" else f"mha tp{args.tp}",
     }
@@ -334,17 +373,32 @@ def run_replay(args: argparse.Namespace) -> int:
     if not records:
         return _fail(f"{args.trace}: no requests")
     names = args.target or [default_target()]
+    compare = [c.strip() for c in (args.compare or "").split(",") if c.strip()]
+    if args.compare is not None and not compare:
+        return _fail("--compare needs at least one policy name, e.g. --compare lru,arc")
+    for name in compare:
+        try:
+            leaf_policy(name)
+        except argparse.ArgumentTypeError as exc:
+            return _fail(f"--compare: {exc}")
     jobs = []
     for name in names:
-        topts, ropts = _options(args, args.capacity_blocks, args.policy, name, target=name)
-        if name == "mooncake":
-            ropts = replace(ropts, params={**ropts.params, "policy": "batch-evict (mooncake)"})
-        jobs.append((name, topts, ropts))
+        for scoring in [None] if name == "mooncake" or not compare else compare:
+            label = name if scoring is None else f"{name} {scoring}"
+            topts, ropts = _options(
+                args, args.capacity_blocks, args.policy, label, target=name, scoring=scoring
+            )
+            if name == "mooncake":
+                params = {**ropts.params, "policy": "batch-evict (mooncake)", "scoring": "-"}
+                ropts = replace(ropts, params=params)
+            jobs.append((name, topts, ropts))
     results = _run(jobs, records)
     if isinstance(results, int):
         return results
     if args.json:
         print(results_json(results))
+    elif compare:
+        print_comparison(results, title=f"replay of {args.trace}")
     else:
         stores = sorted({r.params.get("store", "") for r in results} - {""})
         print_results(results, title=f"replay of {args.trace} on {'; '.join(stores)}")

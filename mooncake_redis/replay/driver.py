@@ -27,7 +27,7 @@ from rich.progress import (
 
 from mooncake_redis.replay.hostcache import EngineFleet
 from mooncake_redis.replay.metrics import LatencyRecorder, SampleStats, analyse
-from mooncake_redis.replay.target import PutItem, ReplayTarget
+from mooncake_redis.replay.target import PutItem, ReplayTarget, VirtualClock
 from mooncake_redis.replay.trace import TraceRecord, blocks_for, objects_per_block
 
 T = TypeVar("T")
@@ -161,12 +161,15 @@ async def replay(
     )
     t_start = time.perf_counter()
     ts0 = recs[0].timestamp_ms if recs else 0
+    virtual = target if isinstance(target, VirtualClock) else None
     with progress:
         store = opts.params.get("store")
         where = f" on {store}" if store else ""
         task = progress.add_task(escape(f"{res.label}{where}"), total=len(recs), hit=0.0)
         for i, rec in enumerate(recs):
-            if opts.speedup:
+            if virtual is not None:
+                virtual.at((rec.timestamp_ms - ts0) / (opts.speedup or 1.0))
+            elif opts.speedup:
                 delay = (rec.timestamp_ms - ts0) / 1e3 / opts.speedup
                 delay -= time.perf_counter() - t_start
                 if delay > 0:

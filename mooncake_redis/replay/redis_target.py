@@ -12,6 +12,7 @@ import uuid
 
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
+from ..eviction.policy import get_policy
 from ..models import ReplicateConfig, Segment
 from ..service import MasterService
 from .target import PutItem, ReplayTarget, TargetOptions
@@ -31,6 +32,17 @@ def store_config(options: TargetOptions, url: str) -> Config:
         eviction_high_watermark_ratio=options.eviction_high_watermark_ratio,
         eviction_ratio=options.eviction_ratio,
     )
+
+
+def check_scoring(scoring: str) -> None:
+    """Refuse a scoring the store does not have before anything is replayed (the policy
+    study's candidates exist only in the reference model)."""
+    try:
+        get_policy(scoring)
+    except MooncakeError as exc:
+        raise ValueError(
+            f"{exc.message}; the other candidates of the policy study run on --target model"
+        ) from exc
 
 
 class RedisTarget:
@@ -96,6 +108,8 @@ class RedisTarget:
 
 async def create_target(options: TargetOptions) -> ReplayTarget:
     """Registry factory: the in-process library, or N worker processes (``workers > 0``)."""
+    if options.policy == "radix":
+        check_scoring(options.scoring)
     if options.workers > 0:
         from .worker_target import create_worker_target
 

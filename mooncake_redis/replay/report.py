@@ -132,6 +132,45 @@ def print_results(
     console.print(results_table(results, title))
 
 
+def comparison_table(results: Sequence[ReplayResult], title: str = "replay") -> Table:
+    """One row per run: the figures a policy comparison reads across."""
+    table = Table(title=title)
+    for name in (
+        "run",
+        "hit rate",
+        "store hit rate",
+        "orphans mean / max",
+        "incomplete mean / max",
+        "evictions",
+        "evicted objects",
+        "elapsed",
+    ):
+        table.add_column(name, justify="left" if name == "run" else "right", no_wrap=True)
+    for r in results:
+        h = r.health
+        table.add_row(
+            r.label,
+            _pct(r.hit_rate),
+            _pct(r.store_hit_rate),
+            f"{h.get('orphans_mean', 0):,.1f} / {h.get('orphans_max', 0):,.0f}",
+            f"{h.get('incomplete_mean', 0):,.1f} / {h.get('incomplete_max', 0):,.0f}",
+            _int(r.evictions),
+            _int(r.evicted_keys),
+            f"{r.elapsed_s:.1f} s",
+        )
+    return table
+
+
+def print_comparison(
+    results: Sequence[ReplayResult], title: str = "replay", console: Console | None = None
+) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+    console.print(comparison_table(results, title))
+
+
 def results_json(results: Sequence[ReplayResult]) -> str:
     return json.dumps([r.to_dict() for r in results], indent=2, sort_keys=True)
 

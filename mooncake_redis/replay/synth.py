@@ -1,21 +1,66 @@
-"""A seeded synthetic trace in the FAST'25 record shape, for the demo and for tests.
+"""Seeded synthetic traces in the FAST'25 record shape, for the demo, the tests and the policy
+study (``mooncake-redis replay --synth SHAPE``).
 
-It reproduces what makes prefix eviction hard on the real trace: a few hot system prompts shared
-by everyone, multi-turn conversations whose every turn extends their own previous chain (so
-chains get deep, over 100 blocks for the long ones), and interleaved arrivals.
+``generate(SynthConfig)`` is the multi-turn shape: a few hot system prompts shared by everyone,
+conversations whose every turn extends their own previous chain (so chains get deep, over 100
+blocks for the long ones), interleaved arrivals. The other shapes live in ``synth_shapes`` and
+are listed in ``SHAPES``; every shape is a pure function of its config and seed.
+
+Partial tails: a FAST'25 trace names the last, partly filled 512-token block of a prompt too,
+and the next turn cannot reuse it (it is a different block once filled). An engine that stores
+only full pages (SGLang HiCache) never puts it. ``partial_tail=True`` adds one such block to
+each request; the HiCache-style shapes leave it off by default.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mooncake_redis.replay.trace import TraceRecord
 
 
+class Ids:
+    """Fresh block ids, in order (ids are only names: sharing one means sharing a prefix)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def fresh(self, n: int) -> list[int]:
+        ids = list(range(self.next, self.next + n))
+        self.next += n
+        return ids
+
+
+class Timeline:
+    """Collects requests out of order and returns them sorted by time (stable)."""
+
+    def __init__(self, ids: Ids, partial_tail: bool) -> None:
+        self.ids = ids
+        self.partial_tail = partial_tail
+        self._out: list[tuple[int, int, TraceRecord]] = []
+
+    def add(self, t: float, context: list[int]) -> None:
+        """A request at time t whose prompt is context (full blocks), plus its partial tail."""
+        chain = context + self.ids.fresh(1) if self.partial_tail else context
+        if chain:
+            ts = max(0, int(t))
+            self._out.append((ts, len(self._out), TraceRecord(ts, tuple(chain))))
+
+    def records(self) -> list[TraceRecord]:
+        self._out.sort(key=lambda x: (x[0], x[1]))
+        return [r for _, _, r in self._out]
+
+
+def zipf_weights(n: int, s: float = 1.0) -> list[float]:
+    """Popularity of n items: a couple dominate, as a few apps dominate real traffic."""
+    return [1.0 / (i + 1) ** s for i in range(n)]
+
+
 @dataclass(frozen=True, slots=True)
 class SynthConfig:
-    """Shape of the synthetic workload; the defaults give ~1,000 requests."""
+    """Shape of the multi-turn workload; the defaults give ~1,000 requests."""
 
     seed: int = 0
     conversations: int = 200
@@ -28,25 +73,17 @@ class SynthConfig:
     blocks_per_turn: tuple[int, int] = (2, 8)
     duration_ms: int = 600_000
     think_time_ms: tuple[int, int] = (5_000, 60_000)
+    partial_tail: bool = False
 
 
 def generate(config: SynthConfig | None = None) -> list[TraceRecord]:
     """Requests sorted by timestamp; the same config always yields the same trace."""
     cfg = config or SynthConfig()
     rng = random.Random(cfg.seed)
-    next_id = 0
-
-    def fresh(n: int) -> list[int]:
-        nonlocal next_id
-        ids = list(range(next_id, next_id + n))
-        next_id += n
-        return ids
-
-    prompts = [fresh(rng.randint(*cfg.system_prompt_blocks)) for _ in range(cfg.system_prompts)]
-    # Zipf-like popularity: a couple of prompts dominate, as a few apps dominate real traffic.
-    weights = [1.0 / (i + 1) for i in range(cfg.system_prompts)]
-    out: list[tuple[int, int, TraceRecord]] = []
-    seq = 0
+    ids = Ids()
+    out = Timeline(ids, cfg.partial_tail)
+    prompts = [ids.fresh(rng.randint(*cfg.system_prompt_blocks)) for _ in range(cfg.system_prompts)]
+    weights = zipf_weights(cfg.system_prompts)
     for _ in range(cfg.conversations):
         chain = list(rng.choices(prompts, weights)[0])
         if rng.random() < cfg.deep_share:
@@ -55,9 +92,43 @@ def generate(config: SynthConfig | None = None) -> list[TraceRecord]:
             turns = max(1, min(cfg.deep_turns - 1, round(rng.expovariate(1 / cfg.mean_turns))))
         t = rng.randrange(cfg.duration_ms)
         for _turn in range(turns):
-            chain = chain + fresh(rng.randint(*cfg.blocks_per_turn))
-            out.append((t, seq, TraceRecord(t, tuple(chain))))
-            seq += 1
+            chain = chain + ids.fresh(rng.randint(*cfg.blocks_per_turn))
+            out.add(t, chain)
             t += rng.randint(*cfg.think_time_ms)
-    out.sort(key=lambda x: (x[0], x[1]))
-    return [r for _, _, r in out]
+    return out.records()
+
+
+Shape = Callable[[int, float], list[TraceRecord]]
+"""(seed, scale) -> records; scale 1 is the study size (about 100k-300k block references)."""
+
+
+def _multi_turn(seed: int, scale: float) -> list[TraceRecord]:
+    return generate(
+        SynthConfig(
+            seed=seed,
+            conversations=max(1, round(1_200 * scale)),
+            system_prompts=12,
+            duration_ms=max(1, round(3_600_000 * scale)),
+            think_time_ms=(5_000, 300_000),
+        )
+    )
+
+
+def _shapes() -> dict[str, Shape]:
+    from mooncake_redis.replay import synth_shapes as s
+
+    return {"multi-turn": _multi_turn, **s.SHAPES}
+
+
+def shape_names() -> list[str]:
+    return list(_shapes())
+
+
+def synthesize(shape: str, seed: int = 0, scale: float = 1.0) -> list[TraceRecord]:
+    """A named shape (``shape_names()``); ValueError for an unknown one."""
+    make = _shapes().get(shape)
+    if make is None:
+        raise ValueError(f"unknown synthetic shape {shape!r}; expected one of {shape_names()}")
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    return make(seed, scale)

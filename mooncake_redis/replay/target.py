@@ -55,6 +55,16 @@ class ReplayTarget(Protocol):
         ...
 
 
+@runtime_checkable
+class VirtualClock(Protocol):
+    """A target that keeps time by the trace instead of the wall clock (an in-memory model):
+    the driver tells it when each request is sent at the replay's pacing and never sleeps."""
+
+    def at(self, now_ms: float) -> None:
+        """The request about to be replayed is sent at now_ms (trace time / speedup)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class TargetOptions:
     """Everything a factory may need; each target uses what applies to it and ignores the rest."""
