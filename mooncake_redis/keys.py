@@ -33,6 +33,7 @@ SHARD_SUFFIXES: dict[str, str] = {
     "discarded": ":discarded",  # ZSET   stale-put buffer frees "seg|off|put id" -> release ms
     "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
     "unlinks": ":unlinks",  # LIST   eviction's cross-shard unlink steps not yet done (cjson)
+    "parent_hint": ":ph:",  # STRING wire front end: a block's inferred parent block (PX ttl)
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
@@ -48,6 +49,7 @@ GLOBAL_SUFFIXES: dict[str, str] = {
     "evictor": ":evictor",  # HASH   holder, epoch, expires_ms
     "evict_needed": ":evict_needed",  # STRING durable "an allocation failed" flag
     "janitor": ":janitor",  # STRING time of the last janitor run
+    "te_metadata": ":te_metadata",  # HASH   transfer-engine metadata (/metadata) key -> value
 }
 
 
@@ -84,6 +86,9 @@ class KeySchema:
 
     def node_children(self, shard: int, prefix_hash: str) -> str:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node_children"] + prefix_hash
+
+    def parent_hint(self, shard: int, prefix_hash: str) -> str:
+        return self.shard_tag(shard) + SHARD_SUFFIXES["parent_hint"] + prefix_hash
 
     def shard_key(self, shard: int, name: str) -> str:
         """Per-shard singleton keys: stats, nodes, objects, leaves, lru, processing, outbox, seq."""

@@ -32,12 +32,15 @@ from ..backend import redact
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
 from ..service import MasterService
+from ..wire.metadata import add_metadata_routes
 from .metrics import CONTENT_TYPE, Metrics
 from .schemas import RPCS, ErrorResponse, Rpc, error_body, http_status
 
 log = logging.getLogger("mooncake_redis.server")
 
-OPEN_PATHS = frozenset({"/health"})  # everything else needs the token when one is set
+# Everything else needs the token when one is set; the transfer engine's metadata client
+# cannot send one (docs/wire.md).
+OPEN_PATHS = frozenset({"/health", "/metadata"})
 
 
 @dataclass
@@ -48,6 +51,9 @@ class ServerSettings:
     janitor: bool = True  # tick the janitor (rate-limited across workers through Redis)
     fsck_interval_s: float = 300.0  # cached background fsck for the metrics; 0 = off
     metrics_refresh_s: float = 1.0
+    # Started after the worker, stopped before it: objects with start(worker) and stop(), e.g.
+    # the Mooncake wire listener (mooncake_redis.wire.listener).
+    extensions: list[Any] = field(default_factory=list)
 
     def __repr__(self) -> str:  # never print the token or the Redis password
         return (
@@ -266,9 +272,15 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await worker.start()
+        started: list[Any] = []
         try:
+            for ext in settings.extensions:
+                await ext.start(worker)
+                started.append(ext)
             yield
         finally:
+            for ext in reversed(started):
+                await ext.stop()
             await worker.stop()
 
     app = FastAPI(
@@ -336,6 +348,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def metrics() -> Response:
         return Response(await worker.metrics.render(), media_type=CONTENT_TYPE)
 
+    add_metadata_routes(app, worker)
     if settings.token:
         app.add_middleware(BearerAuth, token=settings.token)
     return app

@@ -30,6 +30,21 @@ def register(subparsers: Any) -> None:
         "--port", type=int, default=int(env("port", 50051)), help="env MOONCAKE_REDIS_PORT"
     )
     p.add_argument(
+        "--mooncake-port",
+        type=int,
+        default=int(env("mooncake_port", 0)) or None,
+        help="also serve the Mooncake master's own protocol (coro_rpc) on this port, shared "
+        "with other workers on the host (SO_REUSEPORT); point MooncakeDistributedStore's master "
+        "address here (env MOONCAKE_REDIS_MOONCAKE_PORT; default: off)",
+    )
+    p.add_argument(
+        "--wire-infer-parents",
+        action="store_true",
+        default=None,
+        help="infer radix parents from the calling order of unchanged Mooncake clients "
+        "(env MOONCAKE_REDIS_WIRE_INFER_PARENTS; docs/wire.md)",
+    )
+    p.add_argument(
         "--token",
         default=env("token"),
         help="bearer token every endpoint but /health requires (env MOONCAKE_REDIS_TOKEN)",
@@ -71,6 +86,8 @@ def run_serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("mooncake_redis.server")
     try:
         config = config_from_args(args)
+        if args.wire_infer_parents:
+            config = config.replace(wire_infer_parents=True)
     except MooncakeError as exc:
         print(f"serve: {exc}", file=sys.stderr)
         return 2
@@ -82,11 +99,18 @@ def run_serve(args: argparse.Namespace) -> int:
         evictor=args.evictor,
         fsck_interval_s=args.fsck_interval,
     )
+    if args.mooncake_port:
+        from ..wire.listener import WireListener
+
+        settings.extensions.append(
+            WireListener(args.host, args.mooncake_port, args.graceful_timeout)
+        )
     log.info(
-        "serving %s on http://%s:%d (radix %s, evictor %s)",
+        "serving %s on http://%s:%d%s (radix %s, evictor %s)",
         redact(config.redis_url),
         args.host,
         args.port,
+        f" and coro_rpc :{args.mooncake_port}" if args.mooncake_port else "",
         "on" if config.enable_radix_tree else "off",
         args.evictor,
     )
