@@ -11,6 +11,9 @@ client always encodes the same way, so both find what it stored.
 
 The transfer engine cannot send a bearer token, so ``/metadata`` is open even when the worker
 has ``--token``; serve the HTTP port on a trusted network only (as Mooncake's server).
+
+Also ``GET /get_all_keys``, the real master's admin listing (one complete key per line, no
+lease granted), so tools that sample a master's contents work against a worker too.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         if outcome == "duplicate":
             return _text("Duplicate rpc_meta key not allowed", 400)
         return _text(f"metadata {outcome}")
+
+    @app.get("/get_all_keys", tags=["transfer-engine metadata"], summary="Every complete key.")
+    async def get_all_keys() -> Response:
+        keys = await worker.svc().complete_objects()
+        return PlainTextResponse("".join(k + "\n" for k in keys))
 
     @app.delete(PATH, tags=["transfer-engine metadata"], summary="Delete a metadata entry.")
     async def delete_metadata(key: str = "") -> Response:

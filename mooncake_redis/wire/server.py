@@ -113,12 +113,22 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self._process()
+
+    def _process(self) -> None:
+        """Dispatches every complete frame in the buffer, up to the in-flight bound; the rest
+        waits there (and the transport stops reading) until a request finishes."""
         buf = self.buf
-        buf += data
         pos = 0
         n = len(buf)
         server = self.server
         while n - pos >= REQ_HEADER_LEN and not self.closing:
+            if len(self.tasks) >= server.max_in_flight:
+                if not self.paused and self.transport is not None:
+                    self.paused = True
+                    self.transport.pause_reading()
+                break
             magic, ver, st, _mt, seq, fid, length, attach = REQ_HEADER.unpack_from(buf, pos)
             if magic != 0x15 or ver > 0 or st != 0:
                 self._drop()  # what coro_rpc does: the stream cannot be resynchronised
@@ -158,16 +168,14 @@ class _Connection(asyncio.Protocol):
         task = asyncio.get_running_loop().create_task(self._run(seq, rpc, handler, args))
         self.tasks.add(task)
         task.add_done_callback(self._done)
-        if len(self.tasks) >= self.server.max_in_flight and not self.paused:
-            self.paused = True
-            if self.transport is not None:
-                self.transport.pause_reading()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
-        if self.paused and len(self.tasks) < self.server.max_in_flight:
-            self.paused = False
-            if self.transport is not None and not self.closing:
+        bound = self.server.max_in_flight
+        if self.paused and not self.closing and len(self.tasks) < bound:
+            self._process()  # frames that waited in the buffer (reading stays paused)
+            if len(self.tasks) < bound and self.transport is not None and not self.closing:
+                self.paused = False
                 self.transport.resume_reading()
         if not self.tasks:
             self.server.idle.set()
