@@ -114,14 +114,28 @@ def run_serve(args: argparse.Namespace) -> int:
         "on" if config.enable_radix_tree else "off",
         args.evictor,
     )
-    uvicorn.run(
-        create_app(settings),
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level.lower(),
-        access_log=False,
-        timeout_keep_alive=30,
-        timeout_graceful_shutdown=args.graceful_timeout,
-        lifespan="on",
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings),
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level.lower(),
+            access_log=False,
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=args.graceful_timeout,
+            lifespan="on",
+        )
     )
+    exit_on_signal = server.handle_exit
+
+    def handle_exit(sig: int, frame: Any) -> None:
+        # Extensions that accept connections of their own (the coro_rpc port, shared with
+        # other workers) stop accepting at the signal, not after uvicorn's HTTP drain.
+        exit_on_signal(sig, frame)
+        for ext in settings.extensions:
+            if hasattr(ext, "begin_drain"):
+                ext.begin_drain()
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    server.run()
     return 0

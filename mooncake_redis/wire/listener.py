@@ -3,6 +3,7 @@ after the worker's service, stopped before it, on the same event loop."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from .frontend import WireFrontend
@@ -17,6 +18,7 @@ class WireListener:
         self.host, self.port = host, port
         self.graceful_timeout = graceful_timeout
         self.server: WireServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self, worker: Any) -> None:
         svc = worker.svc()
@@ -29,6 +31,13 @@ class WireListener:
             metrics=WireMetrics(worker.metrics.registry),
         )
         await self.server.start()
+        self._loop = asyncio.get_running_loop()
+
+    def begin_drain(self) -> None:
+        """Stop accepting (safe to call from a signal handler): with a shared port, new
+        connections then reach the other workers while this one finishes its own."""
+        if self._loop is not None and self.server is not None:
+            self._loop.call_soon_threadsafe(self.server.stop_accepting)
 
     async def stop(self) -> None:
         if self.server is not None:

@@ -244,10 +244,15 @@ class WireServer:
         self.port = int(sock.getsockname()[1])
         log.info("coro_rpc (Mooncake master protocol) on %s:%d", self.host, self.port)
 
+    def stop_accepting(self) -> None:
+        """Closes the listening socket; open connections are still served."""
+        if self._server is not None and self._server.is_serving():
+            self._server.close()
+            log.info("coro_rpc: no longer accepting on port %d", self.port)
+
     async def stop(self, timeout: float = 30.0) -> None:
         """Stops accepting, lets requests in flight finish (up to ``timeout``), then closes."""
-        if self._server is not None:
-            self._server.close()
+        self.stop_accepting()
         deadline = time.monotonic() + timeout
         while any(c.tasks for c in self.connections) and time.monotonic() < deadline:
             self.idle.clear()
