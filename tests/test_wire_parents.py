@@ -9,6 +9,7 @@ from typing import Any
 
 from blake3 import blake3
 
+from mooncake_redis.errors import ErrorCode
 from mooncake_redis.wire.frontend import WireFrontend
 from mooncake_redis.wire.parents import ParentHints
 from mooncake_redis.wire.structpack import Err
@@ -54,7 +55,7 @@ async def test_exists_on_one_worker_gives_the_parent_to_a_put_on_another(make_se
     assert not any(isinstance(r, Err) for r in res)
     for i in range(2, 6):
         assert await parent_of(b, blocks[i]) == blocks[i - 1]
-    assert b.parents is not None and b.parents.inferred == 4 and b.parents.fallbacks == 0
+    assert b.parents is not None and b.parents.inferred == 4
 
 
 async def test_multi_key_blocks_chain_by_prefix(make_service: Any) -> None:
@@ -77,17 +78,18 @@ async def test_without_an_exists_the_batch_alone_forms_the_chain(make_service: A
     assert [await parent_of(a, b) for b in blocks] == ["", blocks[0], blocks[1]]
 
 
-async def test_an_inferred_parent_that_is_not_stored_falls_back_to_a_root(
+async def test_an_inferred_parent_that_is_not_stored_is_refused_like_an_explicit_one(
     make_service: Any,
 ) -> None:
     a, b = await workers(make_service)
     x, y, z = h(300), h(301), h(302)
     await a.BatchExistKey(([x, y, z], D))  # all miss: hints y <- x, z <- y
-    res = await put(b, [y, z])  # x is never stored: the guard refuses y, rolls back z
-    assert not any(isinstance(r, Err) for r in res)  # ... and the front end puts them as roots
-    assert await parent_of(b, y) == "" and await parent_of(b, z) == y
-    assert b.parents is not None and b.parents.fallbacks == 2
-    assert await b.BatchExistKey(([y, z], D)) == [True, True]
+    res = await put(b, [y, z])  # x is not stored: the guard refuses y, rolls back z
+    assert res[0] == Err(ErrorCode.OBJECT_NOT_FOUND) and isinstance(res[1], Err)
+    assert await b.BatchExistKey(([y, z], D)) == [False, False]  # no orphan stored
+    await put(a, [x])
+    assert not any(isinstance(r, Err) for r in await put(b, [y, z]))
+    assert await parent_of(b, y) == x and await parent_of(b, z) == y
 
 
 async def test_hints_expire(make_service: Any) -> None:

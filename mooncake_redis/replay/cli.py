@@ -112,9 +112,32 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=None,
         help=(
-            "store to drive: redis (ours), mooncake (a real master started on loopback), "
-            "model (in-memory reference); repeatable (default: redis if available, else model)"
+            "store to drive: redis (ours), mooncake (the real client against a real master "
+            "started on loopback, or --master-address), wire (the real client against our "
+            "workers' Mooncake protocol port), model (in-memory reference); repeatable "
+            "(default: redis if available, else model)"
         ),
+    )
+    p.add_argument(
+        "--master-address",
+        default=_env("REPLAY_MASTER_ADDRESS"),
+        help="--target mooncake: drive the master at HOST:PORT instead of starting one",
+    )
+    p.add_argument(
+        "--metadata-url",
+        default=None,
+        help="with --master-address: the transfer engine's metadata URL "
+        "(default http://HOST:8080/metadata)",
+    )
+    p.add_argument(
+        "--master-admin-url",
+        default=None,
+        help="with --master-address: serves /get_all_keys and /metrics (default http://HOST:9003)",
+    )
+    p.add_argument(
+        "--no-infer-parents",
+        action="store_true",
+        help="--target wire: do not infer radix parents from the client's calling order",
     )
     p.add_argument(
         "--capacity-blocks",
@@ -166,6 +189,19 @@ def _lease_ms(args: argparse.Namespace) -> int:
     return int(DEFAULT_LEASE_MS / args.speedup) if args.speedup else DEFAULT_LEASE_MS
 
 
+def _extra(args: argparse.Namespace) -> dict[str, str]:
+    extra: dict[str, str] = {}
+    if getattr(args, "master_address", None):
+        extra["master_address"] = args.master_address
+        if args.metadata_url:
+            extra["metadata_url"] = args.metadata_url
+        if args.master_admin_url:
+            extra["admin_url"] = args.master_admin_url
+    if getattr(args, "no_infer_parents", False):
+        extra["infer_parents"] = "0"
+    return extra
+
+
 def _options(
     args: argparse.Namespace, capacity: int, policy: str, label: str
 ) -> tuple[TargetOptions, ReplayOptions]:
@@ -179,6 +215,7 @@ def _options(
         redis_url=args.redis_url,
         workers=args.workers,
         lease_ttl_ms=_lease_ms(args),
+        extra=_extra(args),
     )
     params: dict[str, Any] = {
         "policy": policy,
@@ -256,7 +293,9 @@ def run_replay(args: argparse.Namespace) -> int:
     for name in names:
         topts, ropts = _options(args, args.capacity_blocks, args.policy, name)
         if name == "mooncake":
-            ropts = replace(ropts, params={**ropts.params, "policy": "batch-evict (mooncake)"})
+            where = args.master_address or "started on loopback"
+            policy = f"batch-evict (mooncake, {where})"
+            ropts = replace(ropts, params={**ropts.params, "policy": policy})
         jobs.append((name, topts, ropts))
     results = _run(jobs, records)
     if isinstance(results, int):

@@ -227,27 +227,6 @@ class WireFrontend:
             res = await self.svc.batch_put_start(
                 client, keys, lengths, self._with_parents(cfg, parents)
             )
-            if any(isinstance(r, MooncakeError) and r.code == ErrorCode.OBJECT_NOT_FOUND
-                   for r in res):  # fmt: skip
-                # The put guard refused an inferred parent that is not stored (and rolled back
-                # that block's children in the batch): put those keys again as roots and chains
-                # among themselves, as the real master would have stored them.
-                again = [
-                    i
-                    for i, r in enumerate(res)
-                    if isinstance(r, MooncakeError)
-                    and r.code in (ErrorCode.OBJECT_NOT_FOUND, ErrorCode.NO_AVAILABLE_HANDLE)
-                ]
-                sub = [keys[i] for i in again]
-                retry = await self.svc.batch_put_start(
-                    client,
-                    sub,
-                    [lengths[i] for i in again],
-                    self._with_parents(cfg, _chain(sub, hints)),
-                )
-                hints.fallbacks += len(again)
-                for i, r in zip(again, retry):
-                    res[i] = r
         return [_item(r) if isinstance(r, MooncakeError) else [replica(x) for x in r] for r in res]
 
     async def PutStart(self, args: tuple[Any, str, int, ReplicateConfig, str]) -> Any:
@@ -342,17 +321,6 @@ async def _matching_keys(svc: MasterService, pattern: str) -> list[str]:
                 out.append(key)
         except TimeoutError as exc:
             raise MooncakeError(ErrorCode.INVALID_PARAMS, "pattern: takes too long") from exc
-    return out
-
-
-def _chain(keys: Sequence[str], hints: ParentHints) -> list[str]:
-    """Parents within the keys alone (consecutive blocks chain, the first is a root)."""
-    out = [""] * len(keys)
-    prev = ""
-    for prefix, idx in hints.blocks(keys):
-        for i in idx:
-            out[i] = prev if prev != prefix else ""
-        prev = prefix
     return out
 
 

@@ -14,11 +14,12 @@ the list. Hence:
 - in a put batch, a block's parent is its recorded hint, else the block before it in the batch
   (consecutive distinct prefixes form a chain), and the first block without a hint is a root.
 
-A hint is only ever a parent edge; a wrong one (keys that are not a hash chain, or listed out of
-order) makes the index keep that parent as long as the child lives, which no invariant forbids.
-With ``radix_put_guard`` a put whose inferred parent is not stored (evicted since the exists, or a
-wrong hint) is refused by the store; the front end then puts those keys again as roots, as the
-real master would have stored them, and counts it (``fallbacks``).
+A hint is only ever a parent edge passed to the store's put, which checks it as it checks an
+explicit one: a wrong hint (keys that are not a hash chain, or listed out of order) whose parent
+is stored makes the index keep that parent as long as the child lives, which no invariant
+forbids; with ``radix_put_guard`` a put whose inferred parent is not stored (evicted since the
+exists, its own put refused, or a wrong hint) is refused (OBJECT_NOT_FOUND), so the store never
+holds an orphan. docs/wire.md lists when the inference is right and when not.
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ class ParentHints:
         self.ttl_ms = ttl_ms
         self.pattern = svc.config.key_hash_pattern
         self.local: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self.recorded = 0
-        self.inferred = 0
-        self.fallbacks = 0
+        self.recorded = 0  # hints written by exists calls
+        self.inferred = 0  # keys put under an inferred parent
 
     def blocks(self, keys: Sequence[str]) -> list[tuple[str, list[int]]]:
         """Consecutive keys of one prefix grouped: (prefix, key indexes), in order."""

@@ -1,0 +1,67 @@
+"""A slice of the conversation trace (tests/data: its first 150 requests) through the real,
+unchanged Mooncake client against three of our workers behind the wire protocol, parent
+inference on, capacity small enough to evict: no orphan and no incomplete block at any sample,
+the counts add up, fsck is clean; and the same client against the real master, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mooncake_redis import Config, MasterService
+from mooncake_redis.fsck import fsck
+from mooncake_redis.replay import ReplayOptions, TargetOptions, create_target, load_trace, replay
+from mooncake_redis.replay.trace import blocks_for
+from mooncake_redis.replay.wire_target import FleetMaster
+from tests.test_wire_real_client import CLIENT_ENV
+
+SLICE = Path(__file__).parent / "data" / "conversation_trace_head150.jsonl"
+
+
+@pytest.fixture
+def client_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in CLIENT_ENV.items():  # the client runs in this process here
+        monkeypatch.setenv(k, v)
+
+
+async def test_trace_slice_through_the_real_client_and_three_workers(
+    redis_url: str, client_ports: None
+) -> None:
+    recs = load_trace(str(SLICE))
+    assert len(recs) == 150
+    opts = TargetOptions(capacity_blocks=600, policy="radix", redis_url=redis_url, workers=3)
+    target: Any = await create_target("wire", opts)
+    try:
+        res = await replay(recs, target, ReplayOptions(progress=False, sample_every=10))
+        side = target.master
+        assert isinstance(side, FleetMaster)
+        f = side.fleet
+        cfg = Config(redis_url=f.redis_url, namespace=f.namespace, num_shards=f.num_shards,
+                     enable_radix_tree=True)  # fmt: skip
+        svc = await MasterService.from_url(f.redis_url, cfg)
+        try:
+            report = await fsck(svc)
+            stored = sorted(await svc.complete_objects())
+            nodes = await svc.get_nodes(stored)
+        finally:
+            await svc.aclose()
+    finally:
+        await target.close()
+    # The parents the front end inferred are the trace's, or none (a put batch that began at
+    # the start of an exists call: docs/wire.md); never another block.
+    truth = {b.hash: b.parent_hash for r in recs for b in blocks_for(r, "mla", 1)}
+    got = {k: n.parent_prefix_hash for k, n in zip(stored, nodes) if n is not None}
+    assert len(got) == len(stored) > 0
+    wrong = [k for k, p in got.items() if p and p != truth[k]]
+    assert wrong == []
+    inferred = sum(1 for k, p in got.items() if p and p == truth[k])
+    assert inferred >= 0.9 * sum(1 for k in got if truth[k]), (inferred, len(got))
+    assert res.references == sum(len(r.hash_ids) for r in recs)
+    assert res.hits + res.misses == res.references
+    assert res.puts_ok > 0 and res.evicted_keys > 0  # the capacity forced eviction
+    assert res.health["samples"] == 150 // 10 + 1
+    assert res.health["orphans_max"] == 0 and res.health["incomplete_max"] == 0
+    assert res.stored_final == res.puts_ok - res.evicted_keys - res.removed
+    assert report.clean, report
