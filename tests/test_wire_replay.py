@@ -5,6 +5,10 @@ the counts add up, fsck is clean; and the same client against the real master, s
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +17,11 @@ import pytest
 from mooncake_redis import Config, MasterService
 from mooncake_redis.fsck import fsck
 from mooncake_redis.replay import ReplayOptions, TargetOptions, create_target, load_trace, replay
+from mooncake_redis.replay.cli import add_replay_parser
 from mooncake_redis.replay.trace import blocks_for
 from mooncake_redis.replay.wire_target import FleetMaster
+from mooncake_redis.server.fleet import WorkerFleet, free_port
+from tests.conftest import _cleanup
 from tests.test_wire_real_client import CLIENT_ENV
 
 SLICE = Path(__file__).parent / "data" / "conversation_trace_head150.jsonl"
@@ -65,3 +72,29 @@ async def test_trace_slice_through_the_real_client_and_three_workers(
     assert res.health["orphans_max"] == 0 and res.health["incomplete_max"] == 0
     assert res.stored_final == res.puts_ok - res.evicted_keys - res.removed
     assert report.clean, report
+
+
+async def test_replay_cli_drives_a_given_master_address(
+    redis_url: str, client_ports: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``replay --target mooncake --master-address``: the real client against a master it did
+    not start (here our worker's coro_rpc port, its /metadata and its admin routes)."""
+    fleet = WorkerFleet(redis_url, "tr" + uuid.uuid4().hex[:10], 8, 1, mooncake_port=free_port())
+    await fleet.start_all()
+    try:
+        parser = argparse.ArgumentParser()
+        add_replay_parser(parser.add_subparsers())
+        url = fleet.urls[0]
+        args = parser.parse_args(
+            ["replay", "--trace", str(SLICE), "--limit", "40", "--target", "mooncake",
+             "--master-address", fleet.mooncake_address, "--metadata-url", url + "/metadata",
+             "--master-admin-url", url, "--capacity-blocks", "2000", "--json"]
+        )  # fmt: skip
+        assert await asyncio.to_thread(args.func, args) == 0
+    finally:
+        fleet.stop_all()
+        _cleanup(redis_url, fleet.namespace)
+    (res,) = json.loads(capsys.readouterr().out)
+    assert res["puts_ok"] > 0 and res["hits"] + res["misses"] == res["references"]
+    assert res["stored_final"] == res["puts_ok"]  # nothing evicted at this capacity
+    assert fleet.mooncake_address in res["params"]["policy"]

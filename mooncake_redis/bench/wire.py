@@ -109,6 +109,54 @@ async def _ours(url: str, workers: int, seconds: float) -> dict[str, float]:
         await svc.aclose()
 
 
+async def bench_hint_cost(url: str, calls: int = 200) -> dict[str, Any]:
+    """What parent inference adds, in process: a BatchExistKey over a 128-block path whose
+    first 64 blocks are stored (the 64 misses write hints to Redis), then the BatchPutStart of
+    the missing 64 through another worker (it reads its first block's hint from Redis)."""
+    from ..wire.frontend import WireFrontend
+    from ..wire.parents import ParentHints
+    from ..wire.types import UUID, ObjectMeta, ReplicateConfig, Segment
+
+    out: dict[str, Any] = {}
+    client = UUID(1, 1)
+    for infer in (False, True):
+        ns = "bh" + uuid.uuid4().hex[:8]
+        cfg = Config(redis_url=url, namespace=ns, enable_radix_tree=True, wire_infer_parents=infer)
+        svc = await MasterService.from_url(url, cfg)
+        try:
+            fe = WireFrontend(svc, ParentHints(svc, 60_000) if infer else None)
+            other = WireFrontend(svc, ParentHints(svc, 60_000) if infer else None)
+            seg = Segment(UUID(2, 2), "bench:1", 1 << 40, 1 << 30, "bench:1", "tcp", "")
+            await fe.MountSegment((seg, client))
+            t_ex = t_put = 0.0
+            for n in range(calls):
+                keys = [f"{n:08x}{i:056x}" for i in range(128)]
+                stored = await fe.BatchPutStart(
+                    (client, keys[:64], [64] * 64, ReplicateConfig(), "default")
+                )
+                assert all(isinstance(r, list) for r in stored), stored[:2]
+                await fe.BatchPutEnd((client, [ObjectMeta(k) for k in keys[:64]], 4, "default"))
+                t0 = time.perf_counter()
+                found = await fe.BatchExistKey((keys, "default"))
+                t_ex += time.perf_counter() - t0
+                assert found == [True] * 64 + [False] * 64
+                t0 = time.perf_counter()
+                res = await other.BatchPutStart(
+                    (client, keys[64:], [64] * 64, ReplicateConfig(), "default")
+                )
+                t_put += time.perf_counter() - t0
+                assert all(isinstance(r, list) for r in res), res[:2]
+            tag = "inference on" if infer else "inference off"
+            out[tag] = {
+                "BatchExistKey x128 (64 miss) us": round(t_ex / calls * 1e6),
+                "BatchPutStart x64 on another worker us": round(t_put / calls * 1e6),
+            }
+        finally:
+            await drop_namespace(svc)
+            await svc.aclose()
+    return out
+
+
 def _best(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return {k: max(a[k], b[k]) for k in a}
 
@@ -132,6 +180,7 @@ async def bench_wire(url: str, seconds: float = 2.0, rounds: int = 2) -> dict[st
                 got = await _ours(url, 3, seconds)
                 three = _best(three, got) if three else got
     out: dict[str, Any] = {"seconds_per_figure": seconds, "rounds": rounds}
+    out["parent inference cost"] = await bench_hint_cost(url, 50 if seconds < 1 else 200)
     for metric in real:
         if metric == "objects_written":
             continue

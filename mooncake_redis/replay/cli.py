@@ -293,8 +293,11 @@ def run_replay(args: argparse.Namespace) -> int:
     for name in names:
         topts, ropts = _options(args, args.capacity_blocks, args.policy, name)
         if name == "mooncake":
-            where = args.master_address or "started on loopback"
-            policy = f"batch-evict (mooncake, {where})"
+            policy = (
+                f"as configured at {args.master_address}"
+                if args.master_address
+                else "batch-evict (mooncake)"
+            )
             ropts = replace(ropts, params={**ropts.params, "policy": policy})
         jobs.append((name, topts, ropts))
     results = _run(jobs, records)
