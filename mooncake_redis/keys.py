@@ -33,7 +33,6 @@ SHARD_SUFFIXES: dict[str, str] = {
     "discarded": ":discarded",  # ZSET   stale-put buffer frees "seg|off|put id" -> release ms
     "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
     "unlinks": ":unlinks",  # LIST   eviction's cross-shard unlink steps not yet done (cjson)
-    "parent_hint": ":ph:",  # STRING wire front end: a block's inferred parent block (PX ttl)
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
@@ -50,6 +49,7 @@ GLOBAL_SUFFIXES: dict[str, str] = {
     "evict_needed": ":evict_needed",  # STRING durable "an allocation failed" flag
     "janitor": ":janitor",  # STRING time of the last janitor run
     "te_metadata": ":te_metadata",  # HASH   transfer-engine metadata (/metadata) key -> value
+    "parent_hint": ":ph:",  # STRING wire front end: a block's inferred parent block (PX ttl)
 }
 
 
@@ -87,9 +87,6 @@ class KeySchema:
     def node_children(self, shard: int, prefix_hash: str) -> str:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node_children"] + prefix_hash
 
-    def parent_hint(self, shard: int, prefix_hash: str) -> str:
-        return self.shard_tag(shard) + SHARD_SUFFIXES["parent_hint"] + prefix_hash
-
     def shard_key(self, shard: int, name: str) -> str:
         """Per-shard singleton keys: stats, nodes, objects, leaves, lru, processing, outbox, seq."""
         return self.shard_tag(shard) + SHARD_SUFFIXES[name]
@@ -115,6 +112,11 @@ class KeySchema:
     def global_key(self, name: str) -> str:
         return self.global_tag + GLOBAL_SUFFIXES[name]
 
+    def parent_hint(self, prefix_hash: str) -> str:
+        """One block's inferred parent (wire front end): all hints share the global tag, so
+        one script call writes an exists call's hints."""
+        return self.global_tag + GLOBAL_SUFFIXES["parent_hint"] + prefix_hash
+
 
 def lua_key_functions() -> str:
     """Lua source of the key-name helpers, generated from the suffix tables above.
@@ -137,5 +139,8 @@ def lua_key_functions() -> str:
         else:
             lines.append(f"function K.{name}(tag) return tag .. '{suffix}' end")
     for name, suffix in GLOBAL_SUFFIXES.items():
-        lines.append(f"function K.g_{name}(gtag) return gtag .. '{suffix}' end")
+        if suffix.endswith(":"):
+            lines.append(f"function K.g_{name}(gtag, id) return gtag .. '{suffix}' .. id end")
+        else:
+            lines.append(f"function K.g_{name}(gtag) return gtag .. '{suffix}' end")
     return "\n".join(lines) + "\n"

@@ -110,5 +110,5 @@ async def test_nothing_is_recorded_when_inference_is_off(make_service: Any) -> N
     await fe.BatchExistKey((blocks, D))
     await put(fe, [blocks[1]])
     assert await parent_of(fe, blocks[1]) == ""
-    key = svc.keys.parent_hint(svc.keys.shard_of(blocks[1]), blocks[1])
+    key = svc.keys.parent_hint(blocks[1])
     assert await svc.backend.client.exists(key) == 0

@@ -112,25 +112,30 @@ async def _ours(url: str, workers: int, seconds: float) -> dict[str, float]:
 async def bench_hint_cost(url: str, calls: int = 200) -> dict[str, Any]:
     """What parent inference adds, in process: a BatchExistKey over a 128-block path whose
     first 64 blocks are stored (the 64 misses write hints to Redis), then the BatchPutStart of
-    the missing 64 through another worker (it reads its first block's hint from Redis)."""
+    the missing 64 through another worker (it reads its first block's hint from Redis). The
+    two settings run interleaved, call by call, so other load hits both alike."""
     from ..wire.frontend import WireFrontend
     from ..wire.parents import ParentHints
     from ..wire.types import UUID, ObjectMeta, ReplicateConfig, Segment
 
-    out: dict[str, Any] = {}
     client = UUID(1, 1)
-    for infer in (False, True):
-        ns = "bh" + uuid.uuid4().hex[:8]
-        cfg = Config(redis_url=url, namespace=ns, enable_radix_tree=True, wire_infer_parents=infer)
-        svc = await MasterService.from_url(url, cfg)
-        try:
-            fe = WireFrontend(svc, ParentHints(svc, 60_000) if infer else None)
-            other = WireFrontend(svc, ParentHints(svc, 60_000) if infer else None)
-            seg = Segment(UUID(2, 2), "bench:1", 1 << 40, 1 << 30, "bench:1", "tcp", "")
+    seg = Segment(UUID(2, 2), "bench:1", 1 << 40, 1 << 30, "bench:1", "tcp", "")
+    sides: dict[bool, tuple[MasterService, WireFrontend, WireFrontend]] = {}
+    spent = {False: [0.0, 0.0], True: [0.0, 0.0]}
+    try:
+        for infer in (False, True):
+            ns = "bh" + uuid.uuid4().hex[:8]
+            cfg = Config(redis_url=url, namespace=ns, enable_radix_tree=True,
+                         wire_infer_parents=infer)  # fmt: skip
+            svc = await MasterService.from_url(url, cfg)
+            fe, other = (WireFrontend(svc, ParentHints(svc, 60_000) if infer else None)
+                         for _ in range(2))  # fmt: skip
+            sides[infer] = (svc, fe, other)
             await fe.MountSegment((seg, client))
-            t_ex = t_put = 0.0
-            for n in range(calls):
-                keys = [f"{n:08x}{i:056x}" for i in range(128)]
+        for n in range(calls):
+            keys = [f"{n:08x}{i:056x}" for i in range(128)]
+            for infer in (n % 2 == 0, n % 2 == 1):
+                _, fe, other = sides[infer]
                 stored = await fe.BatchPutStart(
                     (client, keys[:64], [64] * 64, ReplicateConfig(), "default")
                 )
@@ -138,22 +143,31 @@ async def bench_hint_cost(url: str, calls: int = 200) -> dict[str, Any]:
                 await fe.BatchPutEnd((client, [ObjectMeta(k) for k in keys[:64]], 4, "default"))
                 t0 = time.perf_counter()
                 found = await fe.BatchExistKey((keys, "default"))
-                t_ex += time.perf_counter() - t0
+                spent[infer][0] += time.perf_counter() - t0
                 assert found == [True] * 64 + [False] * 64
                 t0 = time.perf_counter()
                 res = await other.BatchPutStart(
                     (client, keys[64:], [64] * 64, ReplicateConfig(), "default")
                 )
-                t_put += time.perf_counter() - t0
+                spent[infer][1] += time.perf_counter() - t0
                 assert all(isinstance(r, list) for r in res), res[:2]
-            tag = "inference on" if infer else "inference off"
-            out[tag] = {
-                "BatchExistKey x128 (64 miss) us": round(t_ex / calls * 1e6),
-                "BatchPutStart x64 on another worker us": round(t_put / calls * 1e6),
-            }
-        finally:
+            if n == 0:
+                top = keys[64]  # the parent of the put's first block is the path's 64th
+                node = await sides[True][0].get_keys_by_prefix(top)
+                assert node.parent_prefix_hash == keys[63], node
+    finally:
+        for svc, _, _ in sides.values():
             await drop_namespace(svc)
             await svc.aclose()
+    out: dict[str, Any] = {}
+    for infer, (ex, put) in spent.items():
+        out["inference on" if infer else "inference off"] = {
+            "BatchExistKey x128 (64 miss) us": round(ex / calls * 1e6),
+            "BatchPutStart x64 on another worker us": round(put / calls * 1e6),
+        }
+    off, on = spent[False], spent[True]
+    out["on / off"] = {"BatchExistKey": round(on[0] / off[0], 3),
+                       "BatchPutStart": round(on[1] / off[1], 3)}  # fmt: skip
     return out
 
 

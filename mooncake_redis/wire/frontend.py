@@ -15,6 +15,7 @@ Mapping rules (docs/wire.md has the whole table):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -155,13 +156,20 @@ class WireFrontend:
         keys, tenant = args
         if tenant != DEFAULT_TENANT:
             return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
-        res = await self.svc.batch_exist_key(keys)
-        if self.parents is not None:
-            try:
-                await self.parents.observe_exists(keys, res)
-            except Exception as exc:  # a hint is an optimisation: never fail the read for it
-                log.warning("parent hints not recorded: %s", type(exc).__name__)
+        if self.parents is None:
+            res = await self.svc.batch_exist_key(keys)
+        else:
+            res, _ = await asyncio.gather(
+                self.svc.batch_exist_key(keys), self._observe(self.parents, keys)
+            )
         return [_item(r) for r in res]
+
+    @staticmethod
+    async def _observe(hints: ParentHints, keys: list[str]) -> None:
+        try:
+            await hints.observe_exists(keys)
+        except Exception as exc:  # hints only add edges: never fail the read for them
+            log.warning("parent hints not recorded: %s", type(exc).__name__)
 
     async def GetReplicaList(self, args: tuple[str, str]) -> Any:
         key, tenant = args

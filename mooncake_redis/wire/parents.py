@@ -7,10 +7,10 @@ previous page's hash), so the block before a block in such a list is its parent,
 the list. Hence:
 
 - an exists call over blocks ``B0 .. Bn`` (consecutive keys with the same prefix are one block)
-  records, for each block ``Bi`` (i > 0) that missed, the hint ``parent(Bi) = Bi-1``, in Redis
-  with a short TTL (``wire_parent_hint_ttl_ms``): the exists and the put of one request may
-  reach different workers over different pooled connections, and the hint is a fact about the
-  block, not about a client;
+  records, for each block ``Bi`` (i > 0), the hint ``parent(Bi) = Bi-1``, in Redis
+  with a short TTL (``wire_parent_hint_ttl_ms``; one script call per exists call, all hints
+  under the global tag): the exists and the put of one request may reach different workers over
+  different pooled connections, and the hint is a fact about the block, not about a client;
 - in a put batch, a block's parent is its recorded hint, else the block before it in the batch
   (consecutive distinct prefixes form a chain), and the first block without a hint is a root.
 
@@ -79,23 +79,27 @@ class ParentHints:
             return None
         return hit[0]
 
-    async def observe_exists(self, keys: Sequence[str], results: Sequence[Any]) -> None:
-        """Records the parent of every block after the first that has a key that missed."""
+    async def observe_exists(self, keys: Sequence[str]) -> None:
+        """Records the parent of every block after the first. Runs beside the exists script
+        (not after it: the call pays no extra round trip); a pair this worker wrote within
+        the last half TTL is not written again, so hot prefixes cost nothing."""
         pairs: list[tuple[str, str]] = []
+        now = time.monotonic()
+        fresh = now + self.ttl_ms / 2000.0
         prev = ""
-        for prefix, idx in self.blocks(keys):
-            if prev and prefix and prefix != prev and any(results[i] is not True for i in idx):
-                pairs.append((prefix, prev))
+        for prefix, _ in self.blocks(keys):
+            if prev and prefix and prefix != prev:
+                known = self.local.get(prefix)
+                if known is None or known[0] != prev or known[1] < fresh:
+                    pairs.append((prefix, prev))
             prev = prefix
         if not pairs:
             return
         self._remember(pairs)
         self.recorded += len(pairs)
-        keys_of = self.svc.keys
-        pipe: Any = self.svc.backend.client.pipeline(transaction=False)
-        for child, parent in pairs:
-            pipe.set(keys_of.parent_hint(keys_of.shard_of(child), child), parent, px=self.ttl_ms)
-        await pipe.execute()
+        flat = [x for pair in pairs for x in pair]
+        anchor = self.svc.keys.global_key("meta")
+        await self.svc.backend.call("parent_hints_put", [anchor], [self.ttl_ms, *flat])
 
     async def parents(self, keys: Sequence[str]) -> list[str]:
         """The parent block hash to put each key under ("" for a root)."""
@@ -106,10 +110,7 @@ class ParentHints:
         first = blocks[0][0]
         first_parent = self._local(first) if first else None
         if first and first_parent is None:
-            keys_of = self.svc.keys
-            raw = await self.svc.backend.client.get(
-                keys_of.parent_hint(keys_of.shard_of(first), first)
-            )
+            raw = await self.svc.backend.client.get(self.svc.keys.parent_hint(first))
             first_parent = _s(raw) if raw is not None else ""
         prev = ""
         for n, (prefix, idx) in enumerate(blocks):
