@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from typing import Any
@@ -137,5 +138,6 @@ def run_serve(args: argparse.Namespace) -> int:
                 ext.begin_drain()
 
     server.handle_exit = handle_exit  # type: ignore[method-assign]
-    server.run()
-    return 0
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else 3  # uvicorn's STARTUP_FAILURE (e.g. a port in use)
