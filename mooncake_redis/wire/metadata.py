@@ -14,6 +14,9 @@ has ``--token``; serve the HTTP port on a trusted network only (as Mooncake's se
 
 Also ``GET /get_all_keys``, the real master's admin listing (one complete key per line, no
 lease granted), so tools that sample a master's contents work against a worker too.
+
+These routes answer plain text as Mooncake's servers do, not the JSON API's error shape, so
+they stay out of the OpenAPI document (docs/http-api.md lists them).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         svc = worker.svc()
         return svc, svc.keys.global_key("te_metadata")
 
-    @app.get(PATH, tags=["transfer-engine metadata"], summary="Read a metadata entry.")
+    @app.get(PATH, include_in_schema=False)
     async def get_metadata(key: str = "") -> Response:
         if not key:
             return _text("Missing key parameter", 400)
@@ -48,7 +51,7 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
             return _text("metadata not found", 404)
         return Response(bytes(value), media_type="application/json")
 
-    @app.put(PATH, tags=["transfer-engine metadata"], summary="Write a metadata entry.")
+    @app.put(PATH, include_in_schema=False)
     async def put_metadata(request: Request, key: str = "") -> Response:
         if not key:
             return _text("Missing key parameter", 400)
@@ -62,12 +65,12 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
             return _text("Duplicate rpc_meta key not allowed", 400)
         return _text(f"metadata {outcome}")
 
-    @app.get("/get_all_keys", tags=["transfer-engine metadata"], summary="Every complete key.")
+    @app.get("/get_all_keys", include_in_schema=False)
     async def get_all_keys() -> Response:
         keys = await worker.svc().complete_objects()
         return PlainTextResponse("".join(k + "\n" for k in keys))
 
-    @app.delete(PATH, tags=["transfer-engine metadata"], summary="Delete a metadata entry.")
+    @app.delete(PATH, include_in_schema=False)
     async def delete_metadata(key: str = "") -> Response:
         if not key:
             return _text("Missing key parameter", 400)
