@@ -323,24 +323,23 @@ class MooncakeTarget:
         return {line for line in body.splitlines() if line}
 
     async def counters(self) -> dict[str, int]:
-        """Eviction passes add up over every process that evicts (``metrics_urls`` of the
-        master side: our workers each export their own); the evicted counts are shared."""
+        """From the master's admin /metrics (a master side may read its own instead)."""
+        own = getattr(self.master, "counters", None)
+        if own is not None:  # a master side that reads its own (our workers: from Redis)
+            got: dict[str, int] = await own()
+            return got
         wanted = {
             "master_successful_evictions": "evictions",
             "master_evicted_key_count": "evicted_keys",
             "master_evicted_size_bytes": "bytes_evicted",
         }
         out = {"evictions": 0, "evicted_keys": 0, "bytes_evicted": 0, "removed": 0}
-        urls = getattr(self.master, "metrics_urls", None) or [self._admin()]
-        for url in urls:
-            body = await asyncio.to_thread(_http_get, url + "/metrics")
-            for line in body.splitlines():
-                name, _, value = line.partition(" ")
-                field = wanted.get(name.removesuffix("_total"))
-                if field == "evictions":
-                    out[field] += int(float(value))
-                elif field:
-                    out[field] = max(out[field], int(float(value)))
+        body = await asyncio.to_thread(_http_get, self._admin() + "/metrics")
+        for line in body.splitlines():
+            name, _, value = line.partition(" ")
+            field = wanted.get(name.removesuffix("_total"))
+            if field:
+                out[field] = int(float(value))
         return out
 
     def _shutdown(self) -> None:

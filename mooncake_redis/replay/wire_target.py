@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
+
 from ..backend import EmbeddedTcpServer
 from ..config import Config
 from ..server.fleet import WorkerFleet, free_port
@@ -37,6 +39,31 @@ class FleetMaster:
         self.metadata_url = fleet.urls[0] + "/metadata"
         self.admin_url = fleet.urls[0]
         self.metrics_urls = list(fleet.urls)
+
+    async def counters(self) -> dict[str, int]:
+        """Evicted counts straight from the shard counters (a worker's /metrics caches them for
+        a second, which would let a final snapshot miss the last pass); passes from every
+        worker's /metrics, since whichever holds the evictor lease counts its own."""
+        f = self.fleet
+        cfg = Config(redis_url=f.redis_url, namespace=f.namespace, num_shards=f.num_shards)
+        svc = await MasterService.from_url(f.redis_url, cfg)
+        try:
+            t = await svc.shard_totals("evicted_keys", "evicted_bytes")
+        finally:
+            await svc.aclose()
+        passes = 0
+        async with httpx.AsyncClient() as http:
+            for url in self.metrics_urls:
+                text = (await http.get(url + "/metrics", timeout=10)).text
+                for line in text.splitlines():
+                    if line.startswith("master_successful_evictions_total "):
+                        passes += int(float(line.split()[1]))
+        return {
+            "evictions": passes,
+            "evicted_keys": t["evicted_keys"],
+            "bytes_evicted": t["evicted_bytes"],
+            "removed": 0,
+        }
 
     def stop(self) -> None:
         try:

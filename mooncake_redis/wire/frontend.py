@@ -30,8 +30,6 @@ from ..models import GetReplicaListResponse as StoreReplicaList
 from ..models import ReplicaDescriptor as StoreReplica
 from ..models import ReplicateConfig as StoreConfig
 from ..models import Segment as StoreSegment
-from ..objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S
-from ..prefix import check_str
 from ..service import MasterService
 from .ids import uuid_str
 from .parents import ParentHints
@@ -186,13 +184,8 @@ class WireFrontend:
     async def GetReplicaListByRegex(self, args: tuple[str, str]) -> Any:
         pattern, tenant = args
         _tenant(tenant)
-        keys = await _matching_keys(self.svc, pattern)
-        res = await self.svc.batch_get_replica_list(keys)
-        return {
-            k: [replica(x) for x in r.replicas]
-            for k, r in zip(keys, res)
-            if not isinstance(r, MooncakeError)
-        }
+        found = await self.svc.get_replica_list_by_regex(pattern)
+        return {k: [replica(x) for x in r.replicas] for k, r in found.items()}
 
     # ------------------------------------------------------------------ puts
     async def _segment_ids(self, names: Sequence[str]) -> list[str]:
@@ -310,26 +303,6 @@ class WireFrontend:
             return await self.svc.remove_all(force)
         except Exception as exc:
             return error_code(exc)
-
-
-async def _matching_keys(svc: MasterService, pattern: str) -> list[str]:
-    """Complete objects whose key matches (``std::regex_search``), checked as the store's
-    RemoveByRegex checks patterns: 1024 characters at most, 50 ms per key at most."""
-    check_str("pattern", pattern, MAX_REGEX_LEN)
-    import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
-
-    try:
-        pat = regex.compile(pattern)
-    except (regex.error, ValueError, OverflowError) as exc:
-        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
-    out: list[str] = []
-    for key in await svc.complete_objects():
-        try:
-            if pat.search(key, timeout=REGEX_TIMEOUT_S):
-                out.append(key)
-        except TimeoutError as exc:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, "pattern: takes too long") from exc
-    return out
 
 
 def _tenant(tenant: str) -> None:
