@@ -125,13 +125,15 @@ class AllocationMixin(RadixMixin):
                     )
                 )
                 step += 1
+        # Maybe this worker's copy of the registry is stale (another worker mounted a segment
+        # since, however recently this copy was read): read it again, and try once more if it
+        # changed, so a fresh mount never looks like "no space" (which would also raise the
+        # eviction flag).
         if (
             not retried
             and any(not p.reps for p in puts)
-            and (time.monotonic() - self._seg_cache_at > 0.05)
+            and await self._segment_ids(refresh=True) != seg_ids
         ):
-            # Maybe this worker's copy of the registry is stale: look again once.
-            self._segments_changed()
             await self._reserve([p for p in puts if not p.reps], retried=True)
 
     async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[_Put]) -> None:

@@ -66,6 +66,12 @@ class Config:
     alloc_commit_deadline_ms: int = 10_000
     alloc_reclaim_grace_ms: int = 60_000
 
+    # Mooncake wire front end: infer radix parents from the order an unchanged client sends keys
+    # in (exists over the prefix path, then a put of the missing suffix; see wire/parents.py),
+    # and how long one exists call's hints last.
+    wire_infer_parents: bool = False
+    wire_parent_hint_ttl_ms: int = 60_000
+
     def __post_init__(self) -> None:
         def bad(field: str, why: str) -> MooncakeError:
             return MooncakeError(ErrorCode.INVALID_PARAMS, f"config {field}: {why}")
@@ -95,6 +101,8 @@ class Config:
             raise bad("radix_eviction_target", f"one of {', '.join(RADIX_EVICTION_TARGETS)}")
         if self.script_batch_size < 1:
             raise bad("script_batch_size", "must be positive")
+        if self.wire_parent_hint_ttl_ms < 1:
+            raise bad("wire_parent_hint_ttl_ms", "must be positive")
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

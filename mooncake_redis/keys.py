@@ -48,6 +48,8 @@ GLOBAL_SUFFIXES: dict[str, str] = {
     "evictor": ":evictor",  # HASH   holder, epoch, expires_ms
     "evict_needed": ":evict_needed",  # STRING durable "an allocation failed" flag
     "janitor": ":janitor",  # STRING time of the last janitor run
+    "te_metadata": ":te_metadata",  # HASH   transfer-engine metadata (/metadata) key -> value
+    "parent_hint": ":ph:",  # STRING wire front end: a block's inferred parent block (PX ttl)
 }
 
 
@@ -110,6 +112,11 @@ class KeySchema:
     def global_key(self, name: str) -> str:
         return self.global_tag + GLOBAL_SUFFIXES[name]
 
+    def parent_hint(self, prefix_hash: str) -> str:
+        """One block's inferred parent (wire front end): all hints share the global tag, so
+        one script call writes an exists call's hints."""
+        return self.global_tag + GLOBAL_SUFFIXES["parent_hint"] + prefix_hash
+
 
 def lua_key_functions() -> str:
     """Lua source of the key-name helpers, generated from the suffix tables above.
@@ -132,5 +139,8 @@ def lua_key_functions() -> str:
         else:
             lines.append(f"function K.{name}(tag) return tag .. '{suffix}' end")
     for name, suffix in GLOBAL_SUFFIXES.items():
-        lines.append(f"function K.g_{name}(gtag) return gtag .. '{suffix}' end")
+        if suffix.endswith(":"):
+            lines.append(f"function K.g_{name}(gtag, id) return gtag .. '{suffix}' .. id end")
+        else:
+            lines.append(f"function K.g_{name}(gtag) return gtag .. '{suffix}' end")
     return "\n".join(lines) + "\n"

@@ -468,11 +468,10 @@ class ObjectsMixin(AllocationMixin):
         replies = await self._run_erase("remove", items, ["skip", 1 if force else 0])
         return sum(1 for r in replies if int(r[0]) == 0)
 
-    async def remove_by_regex(self, pattern: str, force: bool = False) -> int:
-        """RemoveByRegex: removes matching objects (search semantics, as std::regex_search),
-        skipping leased (unless force) or incomplete ones; returns the count. A pattern that is
-        invalid, longer than 1024 characters, or needs more than 50 ms on one key is refused
-        (INVALID_PARAMS) before anything is removed."""
+    async def _keys_matching(self, pattern: str) -> list[str]:
+        """Object keys the pattern finds (search semantics, as std::regex_search). A pattern
+        that is invalid, longer than 1024 characters, or needs more than 50 ms on one key is
+        refused (INVALID_PARAMS) before anything is done with the keys."""
         check_str("pattern", pattern, MAX_REGEX_LEN)
         import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
 
@@ -489,7 +488,19 @@ class ObjectsMixin(AllocationMixin):
                 raise MooncakeError(
                     ErrorCode.INVALID_PARAMS, f"pattern: takes too long on key {k[:64]!r}"
                 ) from exc
-        return await self._remove_skip(matched, force)
+        return matched
+
+    async def remove_by_regex(self, pattern: str, force: bool = False) -> int:
+        """RemoveByRegex: removes matching objects, skipping leased (unless force) or incomplete
+        ones; returns the count."""
+        return await self._remove_skip(await self._keys_matching(pattern), force)
+
+    async def get_replica_list_by_regex(self, pattern: str) -> dict[str, GetReplicaListResponse]:
+        """GetReplicaListByRegex: the COMPLETE replicas of every matching object, granting
+        leases as GetReplicaList does (as Mooncake's master)."""
+        keys = await self._keys_matching(pattern)
+        res = await self.batch_get_replica_list(keys)
+        return {k: r for k, r in zip(keys, res) if not isinstance(r, MooncakeError)}
 
     async def remove_all(self, force: bool = False) -> int:
         """RemoveAll: removes every object that is not leased (unless force) and complete."""

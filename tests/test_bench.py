@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from mooncake_redis.cli import main
+from tests.test_wire_real_client import CLIENT_ENV
 
 
 def test_bench_quick_sections(redis_url: str, tmp_path: Path) -> None:
@@ -38,3 +41,25 @@ def test_bench_quick_sections(redis_url: str, tmp_path: Path) -> None:
         "batch_exist_key",
         "batch_put_start",
     }
+
+
+def test_bench_wire_sections(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The codec micro-benchmark and the real client against the real master, one worker and
+    three, each call checked by the client before it counts."""
+    for k, v in CLIENT_ENV.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "bench.json"
+    args = ["bench", "--redis-url", redis_url, "--quick", "--sections", "codec,wire"]
+    assert main([*args, "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert {k.split(" (")[0] for k in res["codec"]} == {
+        "encode BatchPutStart reply x128",
+        "decode BatchExistKey request x128",
+    }
+    wire = res["wire"]
+    for metric in ("batch_is_exist_128_keys_per_s", "batch_put_from_128x4KiB_keys_per_s",
+                   "put_4KiB_per_s", "get_4KiB_per_s", "is_exist_per_s"):  # fmt: skip
+        row = wire[metric]
+        assert row["real master"] > 0 and row["1 worker"] > 0 and row["3 workers"] > 0, row

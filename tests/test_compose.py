@@ -39,21 +39,36 @@ def test_redis_is_persistent_and_never_evicts(compose: dict[str, Any]) -> None:
     assert "healthcheck" in redis and redis["volumes"]
 
 
+def _flag(cmd: list[str], name: str) -> str:
+    return cmd[cmd.index(name) + 1]
+
+
 def test_three_workers_one_evictor(compose: dict[str, Any]) -> None:
     services = compose["services"]
     workers = [s for s in services.values() if s.get("command", [None, None])[1] == "serve"]
     evictors = [s for s in services.values() if s.get("command", [None, None])[1] == "evictor"]
     assert len(workers) == 3 and len(evictors) == 1
-    host_ports = set()
+    # The workers share one network namespace (a service of its own publishes their ports),
+    # so they share the Mooncake protocol port through SO_REUSEPORT.
+    nets = {w["network_mode"] for w in workers}
+    assert len(nets) == 1
+    owner = services[nets.pop().removeprefix("service:")]
+    published = {}
+    for port in owner["ports"]:
+        assert port.startswith("127.0.0.1:"), "publish on the host's loopback only"
+        _, host, inner = port.split(":")
+        assert host == inner
+        published[inner] = port
+    http = {_flag(w["command"], "--port") for w in workers}
+    [wire] = {_flag(w["command"], "--mooncake-port") for w in workers}
+    assert len(http) == 3 and wire not in http
+    assert set(published) == {*http, wire}
     for w in workers:
         assert (
             w["healthcheck"]["test"] and w["depends_on"]["redis"]["condition"] == "service_healthy"
         )
-        [port] = w["ports"]
-        assert port.startswith("127.0.0.1:"), "publish on the host's loopback only"
-        host_ports.add(port.split(":")[1])
         assert "/health" in " ".join(w["healthcheck"]["test"])
-    assert len(host_ports) == 3
+        assert "ports" not in w  # a shared network namespace publishes nothing of its own
     assert evictors[0]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
@@ -61,7 +76,7 @@ def test_every_command_parses(compose: dict[str, Any]) -> None:
     parser = build_parser()
     for name, svc in compose["services"].items():
         cmd = svc.get("command")
-        if name == "redis" or cmd is None:
+        if name in ("redis", "net") or cmd is None:
             continue
         argv = cmd if isinstance(cmd, list) else shlex.split(cmd)
         assert argv[0] == "mooncake-redis", name
@@ -73,7 +88,7 @@ def test_every_variable_exists_and_parses(compose: dict[str, Any]) -> None:
     known = known_env_names()
     for name, svc in compose["services"].items():
         env = svc.get("environment") or {}
-        if name == "redis":
+        if name in ("redis", "net"):
             continue
         assert env, name
         values = {k: _resolve(str(v)) for k, v in env.items()}
@@ -86,4 +101,3 @@ def test_every_variable_exists_and_parses(compose: dict[str, Any]) -> None:
         if svc.get("command", [None, None])[1] == "serve":
             port = svc["command"][svc["command"].index("--port") + 1]
             assert f":{port}/health" in " ".join(svc["healthcheck"]["test"]), name
-            assert svc["ports"][0].endswith(f":{port}"), name

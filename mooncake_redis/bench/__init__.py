@@ -3,9 +3,10 @@
 Sections: prefix (index vs SCAN at two sizes), throughput (batch-128 exists/put vs a naive
 baseline and the real Mooncake master), workers (the same calls in process, through one worker
 and through three, and the HTTP hop's cost), roundtrips (commands per call), memory (bytes per
-object), eviction (same evicted count at two tree sizes). Ratios are against baselines measured
-in the same run, since the machine is shared and noisy. --json prints the figures as JSON,
---out FILE writes them; nothing is written unasked.
+object), eviction (same evicted count at two tree sizes), codec (the Mooncake wire codec alone),
+wire (the real Mooncake client against the real master and against one and three workers).
+Ratios are against baselines measured in the same run, since the machine is shared and noisy.
+--json prints the figures as JSON, --out FILE writes them; nothing is written unasked.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from rich.console import Console
 
 from ..cli_common import add_redis_url, choice_list, describe_store, redis_url
 
-SECTIONS = ("prefix", "throughput", "workers", "roundtrips", "memory", "eviction")
+SECTIONS = (
+    "prefix", "throughput", "workers", "roundtrips", "memory", "eviction", "codec", "wire"
+)  # fmt: skip
 
 
 def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]] | None:
@@ -62,6 +65,16 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
         from .memory import bench_memory
 
         return lambda: bench_memory(url, objects=20_000 if args.quick else 100_000)
+    if name == "codec":
+        from .wire import bench_codec
+
+        return lambda: asyncio.to_thread(bench_codec)
+    if name == "wire":
+        from .wire import bench_wire
+
+        if args.quick:
+            return lambda: bench_wire(url, seconds=0.3, rounds=1)
+        return lambda: bench_wire(url, seconds=3.0, rounds=2)
     if name == "eviction":
         from ..eviction.bench import run as run_eviction
 

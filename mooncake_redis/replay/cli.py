@@ -185,9 +185,35 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=None,
         help=(
-            "store to drive: redis (ours), mooncake (a real master started on loopback), "
-            "model (in-memory reference); repeatable (default: redis if available, else model)"
+            "store to drive: redis (ours), mooncake (the real client against a real master "
+            "started on loopback, or --master-address), wire (the real client against our "
+            "workers' Mooncake protocol port), model (in-memory reference); repeatable "
+            "(default: redis if available, else model)"
         ),
+    )
+    p.add_argument(
+        "--master-address",
+        default=_env("REPLAY_MASTER_ADDRESS"),
+        metavar="HOST:PORT",
+        help="with --target mooncake: drive the master at HOST:PORT instead of starting one",
+    )
+    p.add_argument(
+        "--metadata-url",
+        default=None,
+        metavar="URL",
+        help="with --master-address: the transfer engine's metadata URL "
+        "(default http://HOST:8080/metadata)",
+    )
+    p.add_argument(
+        "--master-admin-url",
+        default=None,
+        metavar="URL",
+        help="with --master-address: serves /get_all_keys and /metrics (default http://HOST:9003)",
+    )
+    p.add_argument(
+        "--no-infer-parents",
+        action="store_true",
+        help="with --target wire: do not infer radix parents from the client's calling order",
     )
     p.add_argument(
         "--capacity-blocks",
@@ -263,6 +289,19 @@ def _lease_ms(args: argparse.Namespace) -> int:
     return int(DEFAULT_LEASE_MS / args.speedup) if args.speedup else DEFAULT_LEASE_MS
 
 
+def _extra(args: argparse.Namespace) -> dict[str, str]:
+    extra: dict[str, str] = {}
+    if getattr(args, "master_address", None):
+        extra["master_address"] = args.master_address
+        if args.metadata_url:
+            extra["metadata_url"] = args.metadata_url
+        if args.master_admin_url:
+            extra["admin_url"] = args.master_admin_url
+    if getattr(args, "no_infer_parents", False):
+        extra["infer_parents"] = "0"
+    return extra
+
+
 def _options(
     args: argparse.Namespace,
     capacity: int,
@@ -283,9 +322,10 @@ def _options(
         redis_url=url,
         workers=args.workers,
         lease_ttl_ms=_lease_ms(args),
+        extra=_extra(args),
     )
     params: dict[str, Any] = {
-        "store": store_name(target, url, args.workers),
+        "store": store_name(target, url, args.workers, getattr(args, "master_address", None)),
         "policy": policy,
         "scoring": scoring if policy == "radix" else "-",
         "capacity_blocks": capacity,
@@ -325,13 +365,21 @@ async def run_one(
     return result
 
 
-def store_name(target: str, url: str | None, workers: int = 0) -> str:
+def store_name(
+    target: str, url: str | None, workers: int = 0, master_address: str | None = None
+) -> str:
     """What a report calls the store a run drives."""
     if target == "mooncake":
-        return "a real mooncake_master on loopback"
+        return (
+            f"the master at {master_address}"
+            if master_address
+            else ("a real mooncake_master on loopback")
+        )
     if target == "model":
         return "the in-memory reference model"
     where = describe_store(url)
+    if target == "wire":
+        return f"{max(workers, 1)} workers' Mooncake port on {where}"
     return f"{workers} workers over HTTP on {where}" if workers else where
 
 
@@ -383,13 +431,18 @@ def run_replay(args: argparse.Namespace) -> int:
             return _fail(f"--compare: {exc}")
     jobs = []
     for name in names:
-        for scoring in [None] if name == "mooncake" or not compare else compare:
+        for scoring in [None] if name in ("mooncake", "wire") or not compare else compare:
             label = name if scoring is None else f"{name} {scoring}"
             topts, ropts = _options(
                 args, args.capacity_blocks, args.policy, label, target=name, scoring=scoring
             )
             if name == "mooncake":
-                params = {**ropts.params, "policy": "batch-evict (mooncake)", "scoring": "-"}
+                policy = (
+                    f"as configured at {args.master_address}"
+                    if args.master_address
+                    else "batch-evict (mooncake)"
+                )
+                params = {**ropts.params, "policy": policy, "scoring": "-"}
                 ropts = replace(ropts, params=params)
             jobs.append((name, topts, ropts))
     results = _run(jobs, records)

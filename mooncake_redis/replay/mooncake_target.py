@@ -25,8 +25,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mooncake_redis.replay.target import PutItem, ReplayTarget, TargetOptions
 
@@ -119,6 +121,14 @@ class MooncakeMaster:
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.admin_port}"
 
+    @property
+    def rpc_address(self) -> str:
+        return f"127.0.0.1:{self.rpc_port}"
+
+    @property
+    def metadata_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/metadata"
+
     def log_tail(self, n: int = 20) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -155,6 +165,45 @@ class MooncakeMaster:
         self._log.close()
 
 
+class MasterEndpoint(Protocol):
+    """What the client needs of a master: its coro_rpc address, its transfer-engine metadata
+    URL, and an admin URL serving /get_all_keys and /metrics (for samples, no leases)."""
+
+    @property
+    def rpc_address(self) -> str: ...
+
+    @property
+    def metadata_url(self) -> str: ...
+
+    @property
+    def admin_url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class ExternalMaster:
+    """A master someone else runs (``replay --master-address``): a real mooncake_master, or
+    our workers' coro_rpc port; never stopped by us."""
+
+    rpc_address: str
+    metadata_url: str
+    admin_url: str
+
+    @classmethod
+    def from_options(cls, options: TargetOptions) -> ExternalMaster:
+        addr = options.extra["master_address"]
+        host = addr.rsplit(":", 1)[0]
+        return cls(
+            addr,
+            options.extra.get("metadata_url") or f"http://{host}:8080/metadata",
+            options.extra.get("admin_url") or f"http://{host}:9003",
+        )
+
+    def stop(self) -> None:
+        pass
+
+
 class _NativeStderr:
     """Send fd 2 to a file: the C++ client logs every failed read there, which would bury the
     progress bar. Python-level errors still surface after close() restores it."""
@@ -176,22 +225,37 @@ class _NativeStderr:
 
 
 class MooncakeTarget:
-    """ReplayTarget over a real master; blocking client calls run in a worker thread."""
+    """ReplayTarget: the real client against a master (by default a real master started on
+    loopback; or any ``MasterEndpoint``); blocking client calls run in a worker thread."""
 
     name = "mooncake"
 
-    def __init__(self, options: TargetOptions, batch_capacity: int = 128) -> None:
+    def __init__(
+        self,
+        options: TargetOptions,
+        batch_capacity: int = 128,
+        master: Callable[[Path], MasterEndpoint] | None = None,
+        name: str = "mooncake",
+    ) -> None:
         store_cls = _import_store()
         self.options = options
+        self.name = name
         self.value_size = segment_value_size(options)
         self._tmp = tempfile.TemporaryDirectory(prefix="mooncake-replay-")
         workdir = Path(self._tmp.name)
-        self.master: MooncakeMaster | None = None
+        self.master: MasterEndpoint | None = None
         self._stderr: _NativeStderr | None = None
         self._store: Any = None
         try:
-            self.master = MooncakeMaster(options, workdir)
-            self.master.wait_ready()
+            side: MasterEndpoint
+            if master is not None:
+                side = self.master = master(workdir)
+            elif "master_address" in options.extra:
+                side = self.master = ExternalMaster.from_options(options)
+            else:
+                started = MooncakeMaster(options, workdir)
+                side = self.master = started
+                started.wait_ready()
             # Keep the transfer engine on loopback where it honours the setting.
             os.environ.setdefault("MC_TCP_BIND_ADDRESS", "127.0.0.1")
             os.environ.setdefault("MC_LOG_LEVEL", "ERROR")
@@ -203,12 +267,12 @@ class MooncakeTarget:
             self._ptr = ctypes.addressof(self._buf)
             rc = self._store.setup(
                 "127.0.0.1",
-                f"http://127.0.0.1:{self.master.http_port}/metadata",
+                side.metadata_url,
                 segment,
                 max(MIN_SEGMENT_BYTES, 2 * self._slots * self.value_size),
                 "tcp",
                 "",
-                f"127.0.0.1:{self.master.rpc_port}",
+                side.rpc_address,
             )
             if rc != _OK:
                 raise MooncakeUnavailable(f"mooncake client setup failed ({rc})")
@@ -259,17 +323,23 @@ class MooncakeTarget:
         return {line for line in body.splitlines() if line}
 
     async def counters(self) -> dict[str, int]:
-        body = await asyncio.to_thread(_http_get, self._admin() + "/metrics")
+        """From the master's admin /metrics (a master side may read its own instead)."""
+        own = getattr(self.master, "counters", None)
+        if own is not None:  # a master side that reads its own (our workers: from Redis)
+            got: dict[str, int] = await own()
+            return got
         wanted = {
-            "master_successful_evictions_total": "evictions",
+            "master_successful_evictions": "evictions",
             "master_evicted_key_count": "evicted_keys",
             "master_evicted_size_bytes": "bytes_evicted",
         }
         out = {"evictions": 0, "evicted_keys": 0, "bytes_evicted": 0, "removed": 0}
+        body = await asyncio.to_thread(_http_get, self._admin() + "/metrics")
         for line in body.splitlines():
             name, _, value = line.partition(" ")
-            if name in wanted:
-                out[wanted[name]] = int(float(value))
+            field = wanted.get(name.removesuffix("_total"))
+            if field:
+                out[field] = int(float(value))
         return out
 
     def _shutdown(self) -> None:

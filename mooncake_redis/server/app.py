@@ -33,6 +33,7 @@ from ..backend import redact
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
 from ..service import MasterService
+from ..wire.metadata import add_metadata_routes
 from .docs import docs_routes
 from .metrics import CONTENT_TYPE, Metrics
 from .routes import RpcRoute, exception_error, schema_routes, validation_message
@@ -41,8 +42,9 @@ from .schemas import RPCS, error_body, http_status
 log = logging.getLogger("mooncake_redis.server")
 
 # Everything else needs the token when one is set. The Swagger UI page and its assets hold no
-# data; the page asks for the token and sends it with the requests it makes.
-OPEN_PATHS = frozenset({"/health", "/docs"})
+# data; the page asks for the token and sends it with the requests it makes. The transfer
+# engine's metadata client cannot send one (docs/wire.md).
+OPEN_PATHS = frozenset({"/health", "/docs", "/metadata"})
 OPEN_PREFIXES = ("/docs/assets/",)
 
 # A front end sharing the worker: entered once the service is up, left before it stops.
@@ -57,6 +59,9 @@ class ServerSettings:
     janitor: bool = True  # tick the janitor (rate-limited across workers through Redis)
     fsck_interval_s: float = 300.0  # cached background fsck for the metrics; 0 = off
     metrics_refresh_s: float = 1.0
+    # Started after the worker, stopped before it: objects with start(worker) and stop(), e.g.
+    # the Mooncake wire listener (mooncake_redis.wire.listener).
+    extensions: list[Any] = field(default_factory=list)
 
     def __repr__(self) -> str:  # never print the token or the Redis password
         return (
@@ -237,12 +242,18 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await worker.start()
+        started: list[Any] = []
         try:
             async with contextlib.AsyncExitStack() as hooks:
                 for hook in lifespan_hooks:
                     await hooks.enter_async_context(hook(worker))
+                for ext in settings.extensions:
+                    await ext.start(worker)
+                    started.append(ext)
                 yield
         finally:
+            for ext in reversed(started):
+                await ext.stop()
             await worker.stop()
 
     app = FastAPI(
@@ -312,6 +323,7 @@ def create_app(
 
     assert app.openapi_url is not None
     app.router.routes.extend(docs_routes(app.openapi_url, needs_token=bool(settings.token)))
+    add_metadata_routes(app, worker)
     for router in routers:
         app.include_router(router)
     if settings.token:

@@ -20,6 +20,7 @@ ENV_OPTIONS: dict[str, str] = {
     "fsck_interval": ENV_PREFIX + "FSCK_INTERVAL",
     "log_level": ENV_PREFIX + "LOG_LEVEL",
     "graceful_timeout": ENV_PREFIX + "GRACEFUL_TIMEOUT",
+    "mooncake_port": ENV_PREFIX + "MOONCAKE_PORT",
 }
 
 
@@ -96,6 +97,9 @@ MEANINGS: dict[str, str] = {
     "janitor_interval_ms": "period of the janitor (client expiry, stale puts, frees)",
     "alloc_commit_deadline_ms": "a reservation older than this is never committed",
     "alloc_reclaim_grace_ms": "the janitor frees uncommitted reservations older than this",
+    "wire_infer_parents": "Mooncake wire front end: infer radix parents from the order an "
+    "unchanged client sends keys in (docs/wire.md)",
+    "wire_parent_hint_ttl_ms": "how long an exists call's inferred parents are kept (in Redis)",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import logging
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,21 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--port", type=port, default=env("port", "50051"), help="TCP port (env MOONCAKE_REDIS_PORT)"
+    )
+    p.add_argument(
+        "--mooncake-port",
+        type=port,
+        default=env("mooncake_port"),
+        help="also serve the Mooncake master's own protocol (coro_rpc) on this port, shared "
+        "with other workers on the host (SO_REUSEPORT); point MooncakeDistributedStore's master "
+        "address here (env MOONCAKE_REDIS_MOONCAKE_PORT; default: off)",
+    )
+    p.add_argument(
+        "--wire-infer-parents",
+        action="store_true",
+        default=None,
+        help="infer radix parents from the calling order of unchanged Mooncake clients "
+        "(env MOONCAKE_REDIS_WIRE_INFER_PARENTS; docs/wire.md)",
     )
     p.add_argument(
         "--token",
@@ -111,6 +127,8 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     log = logging.getLogger("mooncake_redis.server")
     config = config_from_args(args)
+    if args.wire_infer_parents:
+        config = config.replace(wire_infer_parents=True)
     _check_bind(args.host, args.port)
     # Reach Redis (and check the namespace's recorded shard count) before uvicorn starts: a
     # failure is then one line from the CLI's guard, not a traceback from the app's startup.
@@ -124,26 +142,48 @@ def run_serve(args: argparse.Namespace) -> int:
         fsck_interval_s=args.fsck_interval,
     )
     loop, http = event_loop_and_parser()
+    if args.mooncake_port:
+        from ..wire.listener import WireListener
+
+        settings.extensions.append(
+            WireListener(args.host, args.mooncake_port, args.graceful_timeout)
+        )
     log.info(
-        "serving %s on http://%s:%d (radix %s, evictor %s, %s + %s)",
+        "serving %s on http://%s:%d%s (radix %s, evictor %s, %s + %s)",
         redact(config.redis_url),
         args.host,
         args.port,
+        f" and coro_rpc :{args.mooncake_port}" if args.mooncake_port else "",
         "on" if config.enable_radix_tree else "off",
         args.evictor,
         loop,
         http,
     )
-    uvicorn.run(
-        create_app(settings),
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level.lower(),
-        access_log=False,
-        timeout_keep_alive=30,
-        timeout_graceful_shutdown=args.graceful_timeout,
-        lifespan="on",
-        loop=loop,
-        http=http,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings),
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level.lower(),
+            access_log=False,
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=args.graceful_timeout,
+            lifespan="on",
+            loop=loop,
+            http=http,
+        )
     )
-    return 0
+    exit_on_signal = server.handle_exit
+
+    def handle_exit(sig: int, frame: Any) -> None:
+        # Extensions that accept connections of their own (the coro_rpc port, shared with
+        # other workers) stop accepting at the signal, not after uvicorn's HTTP drain.
+        exit_on_signal(sig, frame)
+        for ext in settings.extensions:
+            if hasattr(ext, "begin_drain"):
+                ext.begin_drain()
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else 3  # uvicorn's STARTUP_FAILURE (e.g. a port in use)

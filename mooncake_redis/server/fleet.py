@@ -35,6 +35,7 @@ class WorkerFleet:
         radix: bool = True,
         env: Mapping[str, str] | None = None,
         worker_args: Sequence[str] = (),
+        mooncake_port: int | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a fleet needs at least one worker")
@@ -44,6 +45,8 @@ class WorkerFleet:
         self.radix = radix
         self.env = {**os.environ, **(env or {})}
         self.worker_args = list(worker_args)
+        # All workers share one coro_rpc port (SO_REUSEPORT), as on a host behind one address.
+        self.mooncake_port = mooncake_port
         self.ports = [free_port() for _ in range(workers)]
         self.workers: list[subprocess.Popen[bytes] | None] = [None] * workers
         self.evictor: subprocess.Popen[bytes] | None = None
@@ -51,6 +54,13 @@ class WorkerFleet:
     @property
     def urls(self) -> list[str]:
         return [f"http://127.0.0.1:{p}" for p in self.ports]
+
+    @property
+    def mooncake_address(self) -> str:
+        """The master address a Mooncake client is given (``serve --mooncake-port``)."""
+        if self.mooncake_port is None:
+            raise ValueError("this fleet serves no coro_rpc port")
+        return f"127.0.0.1:{self.mooncake_port}"
 
     def _common(self) -> list[str]:
         args = ["--redis-url", self.redis_url, "--namespace", self.namespace,
@@ -66,9 +76,10 @@ class WorkerFleet:
         )
 
     def start_worker(self, i: int) -> None:
+        wire = ["--mooncake-port", str(self.mooncake_port)] if self.mooncake_port else []
         self.workers[i] = self._spawn(
             "serve", *self._common(), "--port", str(self.ports[i]), "--fsck-interval", "0",
-            "--log-level", "warning", *self.worker_args,
+            "--log-level", "warning", *wire, *self.worker_args,
         )  # fmt: skip
 
     def start_evictor(self, check_interval_ms: int = 10) -> None:

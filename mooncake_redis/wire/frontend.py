@@ -1,0 +1,318 @@
+"""Each served Mooncake RPC as calls of the ``MasterService`` facade (its public RPC methods
+only, so the front end survives a reshaped store), and the results in Mooncake's types.
+
+Mapping rules (docs/wire.md has the whole table):
+- client and segment UUIDs become the store's string ids (``ids.uuid_str``);
+- error codes pass through one to one (``MooncakeError.code``); Redis unreachable is RPC_FAIL,
+  Redis out of memory NO_AVAILABLE_HANDLE, anything else INTERNAL_ERROR (as over HTTP);
+- ``tenant_id`` must be ``"default"`` (anything else: INVALID_PARAMS) until the store keeps
+  tenants;
+- Upsert* answer UNAVAILABLE_IN_CURRENT_MODE per call or per key: the client hands that code to
+  its caller and keeps its connection (a coro_rpc ``function_not_registered`` would reach the
+  caller as RPC_FAIL, which reads as "master unreachable");
+- a put's ReplicaType must be MEMORY or ALL (the memory-only store's whole put).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..errors import ErrorCode, MooncakeError
+from ..models import GetReplicaListResponse as StoreReplicaList
+from ..models import ReplicaDescriptor as StoreReplica
+from ..models import ReplicateConfig as StoreConfig
+from ..models import Segment as StoreSegment
+from ..service import MasterService
+from .ids import uuid_str
+from .parents import ParentHints
+from .rpc_table import SIGNATURES
+from .structpack import Err
+from .types import (
+    CLIENT_STATUS,
+    REPLICA_STATUS,
+    REPLICA_TYPE_ALL,
+    REPLICA_TYPE_MEMORY,
+    SOFT_PIN_ENABLE,
+    BufferDescriptor,
+    GetReplicaListResponse,
+    GetStorageConfigResponse,
+    MemoryDescriptor,
+    ObjectMeta,
+    PingResponse,
+    ReplicaDescriptor,
+    ReplicateConfig,
+    Segment,
+)
+
+log = logging.getLogger("mooncake_redis.wire")
+
+STORE_VERSION = "2.0.0"  # ServiceReady must answer the client's own version string
+DEFAULT_TENANT = "default"
+SEGMENT_NAMES_TTL_S = 1.0
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+def error_code(exc: BaseException) -> int:
+    """The Mooncake code a failed facade call answers with."""
+    if isinstance(exc, MooncakeError):
+        return int(exc.code)
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+        return int(ErrorCode.RPC_FAIL)
+    if isinstance(exc, RedisError) and "OOM" in str(exc):
+        return int(ErrorCode.NO_AVAILABLE_HANDLE)
+    log.exception("internal error in a wire RPC", exc_info=exc)
+    return int(ErrorCode.INTERNAL_ERROR)
+
+
+def _err(code: ErrorCode | int) -> Err:
+    return Err(int(code))
+
+
+def _item(result: Any) -> Any:
+    return _err(result.code) if isinstance(result, MooncakeError) else result
+
+
+def replica(r: StoreReplica) -> ReplicaDescriptor:
+    buf = BufferDescriptor(r.size, r.buffer_address, r.protocol, r.transport_endpoint)
+    return ReplicaDescriptor(r.replica_id, MemoryDescriptor(buf), REPLICA_STATUS[r.status])
+
+
+def replica_list(r: StoreReplicaList) -> GetReplicaListResponse:
+    return GetReplicaListResponse([replica(x) for x in r.replicas], r.lease_ttl_ms, None)
+
+
+def store_segment(s: Segment) -> StoreSegment:
+    """The store's segment: id from the UUID, te_endpoint (what replicas carry as their
+    transport endpoint) falling back to the name, as older clients leave it empty."""
+    return StoreSegment(
+        id=uuid_str(s.id),
+        name=s.name,
+        base=s.base,
+        size=s.size,
+        te_endpoint=s.te_endpoint or s.name,
+        protocol=s.protocol or "tcp",
+    )
+
+
+class WireFrontend:
+    """The handlers, by RPC name; each takes the decoded arguments, returns the result value."""
+
+    def __init__(self, svc: MasterService, parents: ParentHints | None = None) -> None:
+        self.svc = svc
+        self.parents = parents
+        self._names: dict[str, str] = {}
+        self._names_at = 0.0
+        self.handlers: dict[str, Handler] = {name: getattr(self, name) for name in SIGNATURES}
+
+    # ------------------------------------------------------------------ setup and liveness
+    async def ServiceReady(self, _: None) -> str:
+        return STORE_VERSION
+
+    async def GetStorageConfig(self, _: None) -> GetStorageConfigResponse:
+        return GetStorageConfigResponse("", True, 0)  # no disk tier: what the real master says
+
+    async def GetFsdir(self, _: None) -> str:
+        return ""
+
+    async def MountSegment(self, args: tuple[Segment, Any]) -> Any:
+        seg, client = args
+        await self.svc.mount_segment(store_segment(seg), uuid_str(client))
+        self._names_at = 0.0
+
+    async def ReMountSegment(self, args: tuple[list[Segment], Any]) -> Any:
+        segs, client = args
+        await self.svc.remount_segment([store_segment(s) for s in segs], uuid_str(client))
+        self._names_at = 0.0
+
+    async def UnmountSegment(self, args: tuple[Any, Any]) -> Any:
+        seg, client = args
+        await self.svc.unmount_segment(uuid_str(seg), uuid_str(client))
+        self._names_at = 0.0
+
+    async def Ping(self, client: Any) -> PingResponse:
+        r = await self.svc.ping(uuid_str(client))
+        return PingResponse(r.view_version_id, CLIENT_STATUS[r.client_status])
+
+    async def FetchTasks(self, _: Any) -> list[Any]:
+        return []  # no copy/move/offload tasks in this store
+
+    # ------------------------------------------------------------------ reads
+    async def ExistKey(self, args: tuple[str, str]) -> Any:
+        key, tenant = args
+        _tenant(tenant)
+        return await self.svc.exist_key(key)
+
+    async def BatchExistKey(self, args: tuple[list[str], str]) -> list[Any]:
+        keys, tenant = args
+        if tenant != DEFAULT_TENANT:
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
+        if self.parents is None:
+            res = await self.svc.batch_exist_key(keys)
+        else:
+            res, _ = await asyncio.gather(
+                self.svc.batch_exist_key(keys), self._observe(self.parents, keys)
+            )
+        return [_item(r) for r in res]
+
+    @staticmethod
+    async def _observe(hints: ParentHints, keys: list[str]) -> None:
+        try:
+            await hints.observe_exists(keys)
+        except Exception as exc:  # hints only add edges: never fail the read for them
+            log.warning("parent hints not recorded: %s", type(exc).__name__)
+
+    async def GetReplicaList(self, args: tuple[str, str]) -> Any:
+        key, tenant = args
+        _tenant(tenant)
+        return replica_list(await self.svc.get_replica_list(key))
+
+    async def BatchGetReplicaList(self, args: tuple[list[str], str]) -> list[Any]:
+        keys, tenant = args
+        if tenant != DEFAULT_TENANT:
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
+        res = await self.svc.batch_get_replica_list(keys)
+        return [_err(r.code) if isinstance(r, MooncakeError) else replica_list(r) for r in res]
+
+    async def GetReplicaListByRegex(self, args: tuple[str, str]) -> Any:
+        pattern, tenant = args
+        _tenant(tenant)
+        found = await self.svc.get_replica_list_by_regex(pattern)
+        return {k: [replica(x) for x in r.replicas] for k, r in found.items()}
+
+    # ------------------------------------------------------------------ puts
+    async def _segment_ids(self, names: Sequence[str]) -> list[str]:
+        """Mooncake prefers segments by name; the store by id."""
+        if time.monotonic() - self._names_at > SEGMENT_NAMES_TTL_S:
+            self._names = {s.name: s.id for s in await self.svc.segment_stats()}
+            self._names_at = time.monotonic()
+        return [self._names.get(n, n) for n in names]
+
+    async def _config(self, c: ReplicateConfig) -> StoreConfig:
+        preferred = [p for p in c.preferred_segments if p]
+        single = c.preferred_segment
+        if preferred or single:
+            preferred = await self._segment_ids(preferred)
+            single = (await self._segment_ids([single]))[0] if single else ""
+        return StoreConfig(
+            replica_num=c.replica_num,
+            with_soft_pin=c.soft_pin_action == SOFT_PIN_ENABLE,
+            with_hard_pin=c.with_hard_pin,
+            preferred_segments=tuple(preferred),
+            preferred_segment=single,
+            prefer_alloc_in_same_node=c.prefer_alloc_in_same_node,
+        )
+
+    @staticmethod
+    def _with_parents(cfg: StoreConfig, parents: Sequence[str]) -> list[StoreConfig]:
+        base = cfg.to_dict()
+        return [StoreConfig.from_dict({**base, "parent_block_hash": p}) for p in parents]
+
+    async def _put_start(
+        self, client: str, keys: list[str], sizes: list[int], config: ReplicateConfig
+    ) -> list[Any]:
+        cfg = await self._config(config)
+        lengths = [[n] for n in sizes]
+        hints = self.parents if self.svc.config.enable_radix_tree else None
+        if hints is None:
+            res = await self.svc.batch_put_start(client, keys, lengths, cfg)
+        else:
+            parents = await hints.parents(keys)
+            res = await self.svc.batch_put_start(
+                client, keys, lengths, self._with_parents(cfg, parents)
+            )
+        return [_item(r) if isinstance(r, MooncakeError) else [replica(x) for x in r] for r in res]
+
+    async def PutStart(self, args: tuple[Any, str, int, ReplicateConfig, str]) -> Any:
+        client, key, size, config, tenant = args
+        _tenant(tenant)
+        [res] = await self._put_start(uuid_str(client), [key], [size], config)
+        return res
+
+    async def BatchPutStart(self, args: tuple[Any, list[str], list[int], Any, str]) -> list[Any]:
+        client, keys, sizes, config, tenant = args
+        if tenant != DEFAULT_TENANT or len(sizes) != len(keys):
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return await self._put_start(uuid_str(client), keys, sizes, config)
+
+    async def PutEnd(self, args: tuple[Any, ObjectMeta, int, str]) -> Any:
+        client, meta, rtype, tenant = args
+        _tenant(tenant)
+        await self.svc.put_end(uuid_str(client), meta.key, _replica_type(rtype))
+
+    async def PutRevoke(self, args: tuple[Any, str, int, str]) -> Any:
+        client, key, rtype, tenant = args
+        _tenant(tenant)
+        await self.svc.put_revoke(uuid_str(client), key, _replica_type(rtype))
+
+    async def BatchPutEnd(self, args: tuple[Any, list[ObjectMeta], int, str]) -> list[Any]:
+        client, metas, rtype, tenant = args
+        if tenant != DEFAULT_TENANT or rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(metas)
+        res = await self.svc.batch_put_end(uuid_str(client), [m.key for m in metas])
+        return [_item(r) for r in res]
+
+    async def BatchPutRevoke(self, args: tuple[Any, list[str], int, str]) -> list[Any]:
+        client, keys, rtype, tenant = args
+        if tenant != DEFAULT_TENANT or rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
+        res = await self.svc.batch_put_revoke(uuid_str(client), keys)
+        return [_item(r) for r in res]
+
+    # ------------------------------------------------------------------ upserts (phase B)
+    async def UpsertStart(self, args: Any) -> Any:
+        return _err(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)
+
+    UpsertEnd = UpsertRevoke = UpsertStart
+
+    async def BatchUpsertStart(self, args: Any) -> list[Any]:
+        return [_err(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)] * len(args[1])
+
+    BatchUpsertEnd = BatchUpsertRevoke = BatchUpsertStart
+
+    # ------------------------------------------------------------------ removal
+    async def Remove(self, args: tuple[str, bool, str]) -> Any:
+        key, force, tenant = args
+        _tenant(tenant)
+        await self.svc.remove(key, force)
+
+    async def BatchRemove(self, args: tuple[list[str], bool, str]) -> list[Any]:
+        keys, force, tenant = args
+        if tenant != DEFAULT_TENANT:
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return [_item(r) for r in await self.svc.batch_remove(keys, force)]
+
+    async def RemoveByRegex(self, args: tuple[str, bool, str]) -> Any:
+        pattern, force, tenant = args
+        _tenant(tenant)
+        return await self.svc.remove_by_regex(pattern, force)
+
+    async def RemoveAll(self, args: tuple[bool, str]) -> int:
+        """A plain ``long``: a failure travels as its negative error code, which is what the
+        client's ``remove_all`` returns for a failed call."""
+        force, tenant = args
+        try:
+            _tenant(tenant)
+            return await self.svc.remove_all(force)
+        except Exception as exc:
+            return error_code(exc)
+
+
+def _tenant(tenant: str) -> None:
+    if tenant != DEFAULT_TENANT:
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS, f"tenant_id {tenant!r}: only {DEFAULT_TENANT!r} for now"
+        )
+
+
+def _replica_type(rtype: int) -> str:
+    if rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"replica_type {rtype}: memory only")
+    return "MEMORY"
