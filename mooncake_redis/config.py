@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ErrorCode, MooncakeError
 
 ENV_PREFIX = "MOONCAKE_REDIS_"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: u64 values as fixed-width hex (offsets, lengths, bases, sizes)
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")

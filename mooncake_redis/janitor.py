@@ -114,7 +114,7 @@ class JanitorMixin(SegmentsMixin):
         if not ids:
             return
         now = await self.backend.time_ms()
-        records: list[tuple[str, int, str, int, str]] = []  # seg, off, pid, ms, owner
+        records: list[tuple[str, str, str, int, str]] = []  # seg, off (u64 hex), pid, ms, owner
         for part, reply in await self._segment_groups(
             "alloc_pending",
             [(s, []) for s in ids],
@@ -123,7 +123,7 @@ class JanitorMixin(SegmentsMixin):
             for j, row in zip(part, reply):
                 for k in range(0, len(row), 2):
                     _, pid, ms, owner = parse_alloc_record(_s(row[k + 1]))
-                    records.append((ids[j], int(_s(row[k])), pid, ms, owner))
+                    records.append((ids[j], _s(row[k]), pid, ms, owner))
         if not records:
             return
         checks = await self.run_sharded_items(

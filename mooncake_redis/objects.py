@@ -21,12 +21,28 @@ from .models import (
     ReplicateConfig,
 )
 from .prefix import check_key, check_str
-from .records import FreePair, _err, _s
+from .records import U64_MAX, FreePair, _err, _s
 from .service_base import ShardItem
 
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 MAX_REGEX_LEN = 1024
 REGEX_TIMEOUT_S = 0.05  # per key; a pattern that needs more is refused before anything changes
+
+
+def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> ReplicaDescriptor:
+    """A replica record (offsets, lengths and base as u64 hex) as Mooncake's descriptor."""
+    off = int(rep["off"], 16)
+    return ReplicaDescriptor(
+        replica_id=replica_id,
+        status=status,
+        segment_id=str(rep["seg"]),
+        segment_name=str(rep.get("name", "")),
+        buffer_address=int(rep["base"], 16) + off,
+        size=int(rep["len"], 16),
+        protocol=str(rep["proto"]),
+        transport_endpoint=str(rep["ep"]),
+        offset=off,
+    )
 
 
 class ObjectsMixin(AllocationMixin):
@@ -61,6 +77,10 @@ class ObjectsMixin(AllocationMixin):
                     ErrorCode.INVALID_PARAMS,
                     f"slice_lengths[{i}]: sizes must be positive, got {n!r}",
                 )
+        if sum(lengths) > U64_MAX:
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: the sum exceeds 2^64 - 1 bytes"
+            )
         prefix = self.prefix_of(k)
         if cfg.parent_block_hash == prefix:
             raise MooncakeError(
@@ -156,7 +176,7 @@ class ObjectsMixin(AllocationMixin):
                         p.key,
                         p.pid,
                         client,
-                        p.size,
+                        str(p.size),
                         1 if p.cfg.with_soft_pin else 0,
                         1 if p.cfg.with_hard_pin else 0,
                         json.dumps(p.reps, separators=(",", ":")),
@@ -180,21 +200,8 @@ class ObjectsMixin(AllocationMixin):
                 p.adopted = bool(int(reply[3]))
                 failed.append(p)
                 continue
-            ids = [int(x) for x in reply[2]]
-            results[p.index] = [
-                ReplicaDescriptor(
-                    replica_id=rid,
-                    status=PROCESSING,
-                    segment_id=r["seg"],
-                    segment_name=r["name"],
-                    buffer_address=int(r["base"]) + int(r["off"]),
-                    size=int(r["len"]),
-                    protocol=r["proto"],
-                    transport_endpoint=r["ep"],
-                    offset=int(r["off"]),
-                )
-                for rid, r in zip(ids, p.reps)
-            ]
+            ids = [int(_s(x)) for x in reply[2]]
+            results[p.index] = [_descriptor(r, rid, PROCESSING) for rid, r in zip(ids, p.reps)]
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
             (
@@ -387,21 +394,7 @@ class ObjectsMixin(AllocationMixin):
                 continue
             reps = [x for x in json.loads(_s(r[2])) if x.get("st") == "C"]
             results[i] = GetReplicaListResponse(
-                [
-                    ReplicaDescriptor(
-                        replica_id=int(x["id"]),
-                        status=COMPLETE,
-                        segment_id=str(x["seg"]),
-                        segment_name=str(x.get("name", "")),
-                        buffer_address=int(x["base"]) + int(x["off"]),
-                        size=int(x["len"]),
-                        protocol=str(x["proto"]),
-                        transport_endpoint=str(x["ep"]),
-                        offset=int(x["off"]),
-                    )
-                    for x in reps
-                ],
-                ttl,
+                [_descriptor(x, int(x["id"]), COMPLETE) for x in reps], ttl
             )
         return results
 

@@ -14,7 +14,7 @@ from .allocation import AllocationMixin
 from .errors import MooncakeError
 from .models import PingResponse, Segment, SegmentStats, check_segment
 from .prefix import check_str
-from .records import FreePair, _s, parse_alloc_record
+from .records import FreePair, _s, from_u64hex, parse_alloc_record, u64hex
 from .service_base import ShardItem
 
 
@@ -30,7 +30,7 @@ class SegmentsMixin(AllocationMixin):
         code, msg, owner = await self.backend.call(
             "segment_mount",
             [anchor],
-            [seg.name, str(seg.base), seg.size, seg.te_endpoint, seg.protocol, client],
+            [seg.name, u64hex(seg.base), u64hex(seg.size), seg.te_endpoint, seg.protocol, client],
         )
         self._segments_changed()
         if int(code) != 0:
@@ -74,7 +74,7 @@ class SegmentsMixin(AllocationMixin):
             items: list[ShardItem] = []
             for off, rec in data.items():
                 _, pid, _, key = parse_alloc_record(_s(rec))
-                items.append((self.shard_of_key(key), [key, segment_id, int(_s(off)), pid]))
+                items.append((self.shard_of_key(key), [key, segment_id, _s(off), pid]))
             conts: list[Any] = []
             frees: list[FreePair] = []
             for _, (_d, _e, cs, fs) in await self.run_sharded("segment_drop", items):
@@ -104,8 +104,8 @@ class SegmentsMixin(AllocationMixin):
                     id=ids[j],
                     name=f[0] or "",
                     client_id=f[5] or "",
-                    size=int(f[2] or 0),
-                    allocated=int(f[6] or 0),
+                    size=from_u64hex(f[2] or "0"),
+                    allocated=from_u64hex(f[6] or "0"),
                     mounted=f[7] == "1",
                     allocations=int(f[8] or 0),
                     pending=int(f[9] or 0),

@@ -18,6 +18,7 @@ from typing import Any
 
 from .backend import redact
 from .errors import ErrorCode, MooncakeError
+from .records import decode_replicas
 from .server.cliopts import add_config_args, config_from_args
 from .service import MasterService
 
@@ -191,7 +192,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     replicas: Any = None
     if "r" in meta:
         try:
-            replicas = json.loads(meta["r"])
+            replicas = decode_replicas(meta["r"])
         except ValueError:
             replicas = meta["r"]
     registered = bool(await service.backend.client.sismember(keys.node_keys(shard, prefix), key))
