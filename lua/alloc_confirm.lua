@@ -7,6 +7,7 @@
 -- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
 -- Returns: confirmed count.
 -- Errors: none.
+-- Idempotent: yes (removes pending entries).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

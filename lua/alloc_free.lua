@@ -7,6 +7,7 @@
 -- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
 -- Returns: bytes freed (decimal string).
 -- Errors: none.
+-- Idempotent: yes (a free applies only to a record with its put id).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

@@ -12,6 +12,8 @@
 -- Returns: {now ms, {per item: {{anchor index, offset (u64 hex), base (u64 hex), te_endpoint,
 --          protocol, name}...}}, largest size of a mounted candidate segment (u64 hex)}.
 -- Errors: none (an item that gets nothing has an empty list).
+-- Idempotent: yes in effect: a reservation whose reply was lost is never committed, so the
+--   janitor frees it after alloc_reclaim_grace_ms.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

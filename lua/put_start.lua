@@ -18,6 +18,7 @@
 -- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
 --   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
 --   than the commit deadline).
+-- Idempotent: yes (an object already written by this put id answers OK).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

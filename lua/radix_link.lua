@@ -10,6 +10,7 @@
 --          was completely stored when the edge was made (then it cannot be evicted while the
 --          edge stands: a put that sees 1 cannot create an orphan), else 0.
 -- Errors: none (inputs are validated by the caller).
+-- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

@@ -8,6 +8,7 @@
 --       link generation (0 = none), key count m, then m keys.
 -- Returns: array of {code, message}, one per item, in ARGV order.
 -- Errors (per item): INVALID_PARAMS (-600) when the node already has a different parent.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

@@ -7,6 +7,7 @@
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (operation, node hash).
 -- Returns: {repaired count, {continuation...}} as radix_unregister.
 -- Errors: none (unknown operations are ignored and not counted).
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

@@ -7,6 +7,7 @@
 -- Returns: {code, message, client id of the mounted segment}.
 -- Errors: UNAVAILABLE_IN_CURRENT_STATUS (-1010) while the segment is being unmounted,
 --   INVALID_PARAMS (-600) for a malformed base or size.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

@@ -44,7 +44,7 @@ class AllocationMixin(RadixMixin):
     async def _segment_ids(self, refresh: bool = False) -> list[str]:
         now = time.monotonic()
         if refresh or self._seg_cache is None or now - self._seg_cache_at > SEGMENT_CACHE_S:
-            raw = await self.backend.client.hkeys(self.keys.global_key("segments"))
+            raw = await self.backend.command("HKEYS", self.keys.global_key("segments"))
             self._seg_cache = sorted(_s(x) for x in raw)
             self._seg_cache_at = now
         return list(self._seg_cache)

@@ -327,8 +327,12 @@ async def _pinger(urls: list[str], stop_at: float) -> None:
 
 
 async def _redis_used_memory(service: MasterService) -> int:
-    client = service.backend.client
-    if service.backend.cluster:
+    return await _used_memory(service.backend)
+
+
+async def _used_memory(backend: Any) -> int:
+    client = backend.client
+    if backend.cluster:
         infos = await client.info("memory", target_nodes=client.get_primaries())
         return sum(int(v["used_memory"]) for v in infos.values())
     return int((await client.info("memory"))["used_memory"])
@@ -555,19 +559,24 @@ def _main(args: argparse.Namespace) -> int:
 
 
 async def _memory_of(url: str) -> int:
-    from . import Config, MasterService
+    from .backend import Backend
 
-    svc = await MasterService.from_url(url, Config(namespace="chaosmem", num_shards=16))
+    backend = Backend.from_url(url)
     try:
-        return await _redis_used_memory(svc)
+        await backend.connect()
+        return await _used_memory(backend)
     finally:
-        await svc.aclose()
+        await backend.aclose()
 
 
 async def _drop_namespace(url: str, namespace: str) -> None:
     from . import Config, MasterService
+    from .errors import MooncakeError
 
-    svc = await MasterService.from_url(url, Config(namespace=namespace, num_shards=16))
+    try:
+        svc = await MasterService.from_url(url, Config(namespace=namespace), create=False)
+    except MooncakeError:
+        return  # never created (or already dropped)
     try:
         client = svc.backend.client
         for k in await namespace_keys(svc):

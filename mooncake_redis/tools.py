@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace, body: Callable[[MasterService], Awaitable[int
         return 2
 
     async def main() -> int:
-        service = await MasterService.from_url(config.redis_url, config)
+        service = await MasterService.from_url(config.redis_url, config, create=False)
         try:
             return await body(service)
         finally:
