@@ -37,6 +37,14 @@ class Config:
     eviction_ratio: float = 0.05
     eviction_high_watermark_ratio: float = 0.95  # HEAD: 0.90
     client_live_ttl_ms: int = 10_000
+    # UnmountSegment ownership: Mooncake lets any caller unmount any segment (off, the default,
+    # for drop-in compatibility); on, only the client that mounted a segment may unmount it.
+    unmount_check_owner: bool = False
+    # The service's own heartbeat (pings, mounts, workers' ticks): a pause longer than this
+    # (a Redis outage, a restart from AOF, every worker down) restarts every client's clock, so
+    # that no client is expired for a silence the service could not hear. Capped at half the
+    # client ttl (see heartbeat_gap).
+    heartbeat_gap_ms: int = 3_000
 
     # Input limits.
     max_key_length: int = 4096
@@ -93,8 +101,16 @@ class Config:
             raise bad("alloc_reclaim_grace_ms", "must exceed alloc_commit_deadline_ms")
         if self.radix_eviction_target not in RADIX_EVICTION_TARGETS:
             raise bad("radix_eviction_target", f"one of {', '.join(RADIX_EVICTION_TARGETS)}")
+        if self.heartbeat_gap_ms < 1 or self.client_live_ttl_ms < 1:
+            raise bad("heartbeat_gap_ms", "it and client_live_ttl_ms must be positive")
         if self.script_batch_size < 1:
             raise bad("script_batch_size", "must be positive")
+
+    @property
+    def heartbeat_gap(self) -> int:
+        """The gap in ms that restarts client clocks: below the client ttl, so that an outage
+        too short to restart them is also too short to expire anyone."""
+        return max(1, min(self.heartbeat_gap_ms, self.client_live_ttl_ms // 2))
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

@@ -42,8 +42,10 @@ SEGMENT_SUFFIXES: dict[str, str] = {
     "pending": ":pending",  # ZSET   offset -> alloc ms, allocations not yet confirmed
 }
 GLOBAL_SUFFIXES: dict[str, str] = {
-    "meta": ":meta",  # HASH   schema_version, num_shards, created_ms
+    "meta": ":meta",  # HASH   schema_version, num_shards, radix, created_ms
     "clients": ":clients",  # ZSET   client id -> last ping (ms)
+    "expiring": ":expiring",  # ZSET   clients the janitor is expiring -> claim ms
+    "heartbeat": ":heartbeat",  # HASH   heard (last hearing tick ms), since (its run began)
     "segments": ":segments",  # HASH   segment id -> client id
     "evictor": ":evictor",  # HASH   holder, epoch, expires_ms
     "evict_needed": ":evict_needed",  # STRING durable "an allocation failed" flag

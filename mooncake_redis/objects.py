@@ -307,8 +307,7 @@ class ObjectsMixin(AllocationMixin):
                     f"key {p.key}: no segment has {p.size} bytes free",
                 )
         if need_evict:
-            now = await self.backend.time_ms()
-            await self.backend.client.set(self.keys.global_key("evict_needed"), now)
+            await self.request_eviction("alloc")
 
     async def put_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
         [res] = await self.batch_put_end(client_id, [key], replica_type)
