@@ -75,9 +75,14 @@ each_group(function(tag, shard, n)
         redis.call('HINCRBY', K.stats(tag), 'put_start_discard_cnt', 1)
       end
       for j, rep in ipairs(reps) do
-        -- id = seq * num_shards + shard, exact: the counter is read back as a string.
-        redis.call('INCR', K.seq(tag))
-        local id = u64_to_dec(u64_muladd(u64_from_dec(redis.call('GET', K.seq(tag))), num_shards, shard))
+        -- id = seq * num_shards + shard, exact: past 2^53 the counter is read back as a string.
+        local seq = redis.call('INCR', K.seq(tag))
+        local id
+        if seq < 2 ^ 53 / 32768 then
+          id = string.format('%d', seq * num_shards + shard)
+        else
+          id = u64_to_dec(u64_muladd(u64_from_dec(redis.call('GET', K.seq(tag))), num_shards, shard))
+        end
         rep.id, rep.st, rep.ms = id, 'P', nil
         ids[j] = id
       end

@@ -67,6 +67,9 @@ class Config:
     radix_eviction_target: str = "watermark"
     # Upper bound on items one script call handles; callers loop.
     script_batch_size: int = 256
+    # A batch put reserves and commits this many keys at a time (any batch size succeeds: no
+    # reservation waits past alloc_commit_deadline_ms for the rest of its batch).
+    batch_chunk_size: int = 2048
 
     # Coordination (evictor and janitor lease) and allocation safety windows.
     evictor_lease_ttl_ms: int = 3_000
@@ -103,6 +106,8 @@ class Config:
             raise bad("radix_eviction_target", f"one of {', '.join(RADIX_EVICTION_TARGETS)}")
         if self.heartbeat_gap_ms < 1 or self.client_live_ttl_ms < 1:
             raise bad("heartbeat_gap_ms", "it and client_live_ttl_ms must be positive")
+        if self.batch_chunk_size < 1:
+            raise bad("batch_chunk_size", "must be positive")
         if self.script_batch_size < 1:
             raise bad("script_batch_size", "must be positive")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -137,6 +138,35 @@ class ObjectsMixin(AllocationMixin):
                 puts.append(self._check_put(i, key, slice_lengths[i], cfgs[i]))
             except MooncakeError as exc:
                 results[i] = exc
+        # Bounded chunks, each reserved and committed before the next: a reservation is
+        # refused once older than alloc_commit_deadline_ms, so a batch of any size must never
+        # reserve more than it commits within that time. A chunk that takes over a quarter of
+        # the deadline halves the next one (a slow or loaded Redis); a fast one doubles it.
+        in_batch = {p.prefix for p in puts}
+        failed: list[_Put] = []
+        cap = self.config.batch_chunk_size
+        size = min(cap, 256)
+        budget = self.config.alloc_commit_deadline_ms / 1000.0
+        start = 0
+        while start < len(puts):
+            chunk = puts[start : start + size]
+            start += len(chunk)
+            t0 = time.monotonic()
+            failed.extend(await self._put_chunk(client, chunk, in_batch, results))
+            took = time.monotonic() - t0
+            if took > budget / 4:
+                size = max(16, size // 2)
+            elif took < budget / 16:
+                size = min(cap, size * 2)
+        if self.config.enable_radix_tree and self.config.radix_put_guard:
+            await self._roll_back_partial(client, puts, failed, results)
+        return [r if r is not None else MooncakeError(ErrorCode.INTERNAL_ERROR) for r in results]
+
+    async def _put_chunk(
+        self, client: str, puts: list[_Put], in_batch: set[str], results: list[Any]
+    ) -> list[_Put]:
+        """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
+        buffers freed, their fresh parent edges dropped)."""
         radix = self.config.enable_radix_tree
         linked = [p for p in puts if radix and p.cfg.parent_block_hash]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
@@ -150,7 +180,7 @@ class ObjectsMixin(AllocationMixin):
         failed: list[_Put] = []
         empty = [p for p in puts if not p.reps]
         guard = radix and self.config.radix_put_guard
-        orphans = self._orphan_puts(puts, linked) if guard else []
+        orphans = self._orphan_puts(linked, in_batch) if guard else []
         if empty or orphans:
             await self._explain_no_replica(empty, results, orphans)
             failed.extend(empty)
@@ -217,14 +247,11 @@ class ObjectsMixin(AllocationMixin):
             self._free_reservations([p for p in failed if p.reps]),
             self.finish_unlinks([*conts, *undo]),
         )
-        if guard:
-            await self._roll_back_partial(client, puts, failed, results)
-        return [r if r is not None else MooncakeError(ErrorCode.INTERNAL_ERROR) for r in results]
+        return failed
 
     @staticmethod
-    def _orphan_puts(puts: Sequence[_Put], linked: Sequence[_Put]) -> list[_Put]:
+    def _orphan_puts(linked: Sequence[_Put], in_batch: set[str]) -> list[_Put]:
         """Puts whose parent block is neither completely stored nor part of this batch."""
-        in_batch = {p.prefix for p in puts}
         return [
             p for p in linked if not p.parent_stored and p.cfg.parent_block_hash not in in_batch
         ]

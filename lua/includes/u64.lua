@@ -66,9 +66,15 @@ local function u64_from_dec(s)
   if type(s) ~= 'string' or not string.find(s, '^%d+$') or #s > 20 then
     return nil
   end
+  if #s <= 15 then -- below 2^53: exact as a number
+    local n = tonumber(s)
+    local hi = math.floor(n / TWO32)
+    return u64_join(hi, n - hi * TWO32)
+  end
   local x = U64_ZERO
-  for i = 1, #s do
-    x = u64_muladd(x, 10, string.byte(s, i) - 48)
+  for i = 1, #s, 5 do -- five digits at a time: 10^5 < 2^20
+    local part = string.sub(s, i, i + 4)
+    x = u64_muladd(x, 10 ^ #part, tonumber(part))
     if not x then
       return nil
     end
@@ -79,8 +85,8 @@ end
 -- A u64 as a decimal string.
 local function u64_to_dec(x)
   local hi, lo = u64_split(x)
-  if hi == 0 and lo == 0 then
-    return '0'
+  if hi < 2097152 then -- below 2^53: exact as a number
+    return string.format('%d', hi * TWO32 + lo)
   end
   local digits = {}
   while hi > 0 or lo > 0 do
@@ -146,9 +152,20 @@ local function dec_sub(a, b)
 end
 
 -- Adds (or with negative = true subtracts, floored at 0) the decimal delta to a HASH counter.
+-- One HINCRBY while the counter and the delta fit in 63 bits (always, in practice); past that
+-- HINCRBY refuses without writing, and the counter goes on as an unbounded decimal string.
 local function dec_hincr(key, field, delta, negative)
   if delta == '0' or delta == '' then
     return
+  end
+  if #delta <= 15 then
+    local r = redis.pcall('HINCRBY', key, field, negative and ('-' .. delta) or delta)
+    if type(r) ~= 'table' then
+      if r < 0 then
+        redis.call('HSET', key, field, 0)
+      end
+      return
+    end
   end
   local cur = redis.call('HGET', key, field) or '0'
   redis.call('HSET', key, field, negative and dec_sub(cur, delta) or dec_add(cur, delta))
