@@ -10,14 +10,16 @@
 --       ttl ms, radix flag (0/1); then group count, then per group: anchor, shard index, n, then n items of
 --       key, put id, client id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1),
 --       replicas (cjson array of {seg, off, len, base (u64 hex strings), ep, proto, name, ms}),
---       prefix hash, parent hash ('' none), parent shard (-1 none), link generation (0 none).
+--       prefix hash, parent hash ('' none), parent shard (-1 none), link generation (0 none),
+--       cycle checked (0/1).
 -- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
 --          {continuation...}}. Idempotent: an object already written by this put id (a resent
 --          call whose first reply was lost) answers OK with its replica ids.
 --   A failed item whose node already names the parent adopts the bumped edge (no undo).
 -- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
 --   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
---   than the commit deadline).
+--   than the commit deadline); 1 (not a Mooncake code; nothing written) when the node exists
+--   without a parent and has children and the cycle check was not done (see radix_register).
 -- Idempotent: yes (an object already written by this put id answers OK).
 --!include keys.lua
 --!include errors.lua
@@ -35,7 +37,7 @@ each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, pid, client, size, soft, hard = arg(), arg(), arg(), arg(), argn(), argn()
     local reps = cjson.decode(arg())
-    local prefix, parent, pshard, gen = arg(), arg(), arg(), arg()
+    local prefix, parent, pshard, gen, checked = arg(), arg(), arg(), arg(), argn()
     local code, msg = E.OK, ''
     for _, rep in ipairs(reps) do
       if code == E.OK and tonumber(rep.ms) < now - deadline then
@@ -66,6 +68,8 @@ each_group(function(tag, shard, n)
       if cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
           'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
+      elseif checked ~= 1 and radix_needs_cycle_check(tag, prefix, parent) then
+        code, msg = RADIX_CHECK_CYCLE, 'parent cycle check needed'
       end
     end
     local ids = {}
@@ -99,7 +103,7 @@ each_group(function(tag, shard, n)
       redis.call('HINCRBY', K.stats(tag), 'objects', 1)
       dec_hincr(K.stats(tag), 'bytes', size, false)
       if radix_on == 1 then
-        radix_attach(tag, prefix, parent, pshard, gen, { key }, now)
+        radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1)
         redis.call('HSET', okey, 'rad', '1')
       end
     end

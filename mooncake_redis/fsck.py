@@ -29,6 +29,7 @@ class Problem:
     detail: str
     age_ms: int | None = None
     repaired: bool = False
+    members: list[str] = field(default_factory=list)  # a cycle's nodes
 
 
 @dataclass
@@ -180,7 +181,13 @@ async def check_radix(service: MasterService, report: FsckReport, now: int) -> N
         cur: str | None = h
         while cur and cur in nodes and cur not in depth:
             if cur in seen:
-                report.add("cycle", cur, "parent chain cycles: " + " -> ".join([*path, cur]))
+                ring = path[path.index(cur) :]
+                # Repair breaks it at the newest link (most likely the one that closed it).
+                newest = max(ring, key=lambda x: (nodes[x].link_generation, x))
+                found = report.add(
+                    "cycle", newest, "parent chain cycles: " + " -> ".join([*path, cur])
+                )
+                found.members = ring
                 for x in path:
                     depth[x] = -1
                 break
@@ -211,6 +218,13 @@ async def repair_radix(service: MasterService, report: FsckReport, grace_ms: int
         elif p.kind == "leaf_index":
             collapse.append((service.keys.shard_of(p.node), ["leaf", p.node]))
             p.repaired = True
+        elif p.kind == "cycle":
+            # The node forgets its parent and becomes a root; the parent's edge goes.
+            [node] = await service.get_nodes([p.node])
+            if node is not None and node.parent_prefix_hash in p.members:
+                op = "unparent:" + node.parent_prefix_hash
+                collapse.append((service.keys.shard_of(p.node), [op, p.node]))
+                p.repaired = True
     conts: list[Any] = []
     if collapse:
         for _, (_, cs) in await service.run_sharded("radix_repair", collapse):

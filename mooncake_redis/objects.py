@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .allocation import AllocationMixin, _Put
+from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
 from .models import (
     COMPLETE,
@@ -196,33 +197,59 @@ class ObjectsMixin(AllocationMixin):
             c.default_kv_soft_pin_ttl_ms,
             1 if radix else 0,
         ]
-        items: list[ShardItem] = []
-        for p in todo:
+
+        def item(p: _Put, checked: int) -> ShardItem:
             parent = p.cfg.parent_block_hash if radix else ""
-            items.append(
-                (
-                    p.shard,
-                    [
-                        p.key,
-                        p.pid,
-                        client,
-                        str(p.size),
-                        1 if p.cfg.with_soft_pin else 0,
-                        1 if p.cfg.with_hard_pin else 0,
-                        json.dumps(p.reps, separators=(",", ":")),
-                        p.prefix,
-                        parent,
-                        self.keys.shard_of(parent) if parent else -1,
-                        p.gen,
-                    ],
-                )
+            return (
+                p.shard,
+                [
+                    p.key,
+                    p.pid,
+                    client,
+                    str(p.size),
+                    1 if p.cfg.with_soft_pin else 0,
+                    1 if p.cfg.with_hard_pin else 0,
+                    json.dumps(p.reps, separators=(",", ":")),
+                    p.prefix,
+                    parent,
+                    self.keys.shard_of(parent) if parent else -1,
+                    p.gen,
+                    checked,
+                ],
             )
+
         conts: list[Any] = []
-        replies: list[Any] = [None] * len(items)
-        for idx, (rs, cs) in await self.run_sharded("put_start", items, head):
-            for i, r in zip(idx, rs):
-                replies[i] = r
-            conts.extend(cs)
+
+        async def commit(items: list[ShardItem]) -> list[Any]:
+            replies: list[Any] = [None] * len(items)
+            for idx, (rs, cs) in await self.run_sharded("put_start", items, head):
+                for i, r in zip(idx, rs):
+                    replies[i] = r
+                conts.extend(cs)
+            return replies
+
+        replies = await commit([item(p, 0) for p in todo])
+        # A node that exists without a parent and has children (a root with a child, a shell)
+        # takes a parent only when it is not that parent's root: a second key of a node put
+        # under the node's own child would close a cycle (cycles.py; in batch order).
+        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        if again:
+            cycles = await check_links(
+                self, [(todo[j].prefix, todo[j].cfg.parent_block_hash) for j in again]
+            )
+            for j, bad in zip(again, cycles):
+                if bad:
+                    p = todo[j]
+                    replies[j] = [
+                        int(ErrorCode.INVALID_PARAMS),
+                        f"parent_block_hash: block {p.cfg.parent_block_hash} is below"
+                        f" {p.prefix}; the put would close a parent cycle",
+                        [],
+                        0,
+                    ]
+            resend = [j for j, bad in zip(again, cycles) if not bad]
+            for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
+                replies[j] = r
         for p, reply in zip(todo, replies):
             err = _err(reply)
             if err is not None:

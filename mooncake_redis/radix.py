@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
 from .prefix import check_key, check_str
 from .service_base import ServiceBase, ShardItem
@@ -81,6 +82,13 @@ class SubtreeResult:
 
 
 Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generation
+
+
+def _cycle_msg(it: RegisterItem) -> str:
+    return (
+        f"parent_prefix_hash: {it.parent_prefix_hash} is below {it.prefix_hash} in the tree;"
+        " the link would close a parent cycle"
+    )
 
 
 def parse_node(prefix_hash: str, raw: Sequence[Any]) -> RadixNode | None:
@@ -166,16 +174,42 @@ class RadixMixin(ServiceBase):
         )
         gens = [gen for gen, _ in links]
         await self.checkpoint("register:linked")
-        reg_items: list[ShardItem] = []
-        for (_, it), gen in zip(valid, gens):
+
+        def reg_item(it: RegisterItem, gen: int, checked: int) -> ShardItem:
             pshard = self.keys.shard_of(it.parent_prefix_hash) if it.parent_prefix_hash else -1
-            reg_items.append(
-                (
-                    self.keys.shard_of(it.prefix_hash),
-                    [it.prefix_hash, it.parent_prefix_hash, pshard, gen, len(it.keys), *it.keys],
-                )
+            return (
+                self.keys.shard_of(it.prefix_hash),
+                [
+                    it.prefix_hash,
+                    it.parent_prefix_hash,
+                    pshard,
+                    gen,
+                    checked,
+                    len(it.keys),
+                    *it.keys,
+                ],
             )
-        replies = await self.run_sharded_items("radix_register", reg_items)
+
+        replies = await self.run_sharded_items(
+            "radix_register", [reg_item(it, gen, 0) for (_, it), gen in zip(valid, gens)]
+        )
+        # A node that exists without a parent and has children gets its parent only when the
+        # node is not that parent's root (cycles.py), checked in batch order so that two items
+        # of one batch cannot close a cycle between them; the rest is sent again as checked.
+        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        if again:
+            cycles = await check_links(
+                self, [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in again]
+            )
+            for j, bad in zip(again, cycles):
+                if bad:
+                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
+            resend = [j for j, bad in zip(again, cycles) if not bad]
+            fresh = await self.run_sharded_items(
+                "radix_register", [reg_item(valid[j][1], gens[j], 1) for j in resend]
+            )
+            for j, r in zip(resend, fresh):
+                replies[j] = r
         undo: list[Continuation] = []
         for (i, it), gen, (code, msg) in zip(valid, gens, replies):
             if int(code) != 0:

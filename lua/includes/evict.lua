@@ -135,12 +135,7 @@ local function evict_leaf(tag, shard, h, conts, frees)
   return erased, #keys, bytes
 end
 
--- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
--- local slots; redis.pcall turns the refusal into an error reply instead of aborting.
-local function evict_local(ptag)
-  local r = redis.pcall('EXISTS', K.stats(ptag))
-  return type(r) ~= 'table' or r.err == nil
-end
+local evict_local = radix_local
 
 -- Runs the continuations of an eviction (unlink child from a parent in another shard) here
 -- when that shard is on this node, atomically with the eviction, cascading on; the rest (other

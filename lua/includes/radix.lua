@@ -59,12 +59,38 @@ local function radix_block_stored(tag, h)
   return 1
 end
 
--- Child-side step: record the parent (if known) and add keys. Returns code, message.
-local function radix_attach(tag, h, parent, pshard, gen, keys, now)
+-- Code of a child-side step that must not run before the caller checked that the new parent
+-- is not a descendant of the node (a positive number: never a Mooncake code).
+local RADIX_CHECK_CYCLE = 1
+
+-- Whether giving node h (in shard tag) the parent `parent` needs that cycle check first: h
+-- already exists without a parent and has children (only then can the parent be below it).
+local function radix_needs_cycle_check(tag, h, parent)
+  if parent == '' then
+    return false
+  end
+  local cur = redis.call('HGET', K.node(tag, h), 'p')
+  return cur == '' and redis.call('ZCARD', K.node_children(tag, h)) > 0
+end
+
+-- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
+-- local slots; redis.pcall turns the refusal into an error reply instead of aborting.
+local function radix_local(ptag)
+  local r = redis.pcall('EXISTS', K.stats(ptag))
+  return type(r) ~= 'table' or r.err == nil
+end
+
+-- Child-side step: record the parent (if known) and add keys. Returns code, message; the code
+-- is RADIX_CHECK_CYCLE (nothing written) when the parent could close a cycle and the caller has
+-- not checked it yet (checked ~= 1).
+local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   local nkey = K.node(tag, h)
   local cur = redis.call('HGET', nkey, 'p')
   if cur and cur ~= '' and parent ~= '' and cur ~= parent then
     return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. cur
+  end
+  if checked ~= 1 and radix_needs_cycle_check(tag, h, parent) then
+    return RADIX_CHECK_CYCLE, 'parent cycle check needed'
   end
   radix_create(tag, h, now)
   if parent ~= '' then
