@@ -7,8 +7,9 @@
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (parent hash, child hash).
 -- Returns: one {generation, parent stored} per pair, in ARGV order: the link generation
 --          (integer, ms since epoch, strictly increasing per edge) and 1 when the parent's block
---          was completely stored when the edge was made (then it cannot be evicted while the
---          edge stands: a put that sees 1 cannot create an orphan), else 0.
+--          was completely stored when the edge was made and the parent is not an orphan (then
+--          it cannot be evicted while the edge stands: a put that sees 1 cannot create an
+--          orphan, nor grow an orphaned subtree from its root), else 0.
 -- Errors: none (inputs are validated by the caller).
 -- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
 --!include keys.lua
@@ -22,6 +23,9 @@ each_group(function(tag, shard, n)
   for _ = 1, n do
     local parent, child = arg(), arg()
     local stored = radix_block_stored(tag, parent)
+    if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
+      stored = 0
+    end
     table.insert(out, { radix_link_edge(tag, parent, child, now), stored })
   end
 end)

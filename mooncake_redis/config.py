@@ -56,6 +56,11 @@ class Config:
     # an orphan) and roll back a block accepted only in part, so the store never holds orphans or
     # partial blocks. Off = the RFC's plain Path A (a child may arrive before its parent).
     radix_put_guard: bool = True
+    # Orphaned subtrees (their parent block's objects were removed, revoked, unmounted): never a
+    # prefix hit again. "first": every eviction pass takes them before any other leaf;
+    # "eager": also removed at the next janitor interval without memory pressure (they go
+    # with their parent).
+    orphan_eviction: str = "first"
     # Radix index maintenance.
     dangling_edge_grace_ms: int = 60_000
     # Eviction scoring among leaves: "lru" (lease order, as Mooncake) or "lru-freq".
@@ -102,6 +107,8 @@ class Config:
                 raise bad("key_hash_pattern", "needs exactly one capturing group")
         if self.alloc_reclaim_grace_ms <= self.alloc_commit_deadline_ms:
             raise bad("alloc_reclaim_grace_ms", "must exceed alloc_commit_deadline_ms")
+        if self.orphan_eviction not in ("first", "eager"):
+            raise bad("orphan_eviction", "first or eager")
         if self.radix_eviction_target not in RADIX_EVICTION_TARGETS:
             raise bad("radix_eviction_target", f"one of {', '.join(RADIX_EVICTION_TARGETS)}")
         if self.heartbeat_gap_ms < 1 or self.client_live_ttl_ms < 1:

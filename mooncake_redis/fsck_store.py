@@ -84,6 +84,8 @@ async def check_store(service: Any, report: Any, now: int) -> None:
     # Objects and scheduled frees, shard by shard.
     referenced: set[tuple[str, int, str]] = set()
     objects = 0
+    stored: set[str] = set()
+    report.cache["objects"] = stored
     for shard in range(keys.num_shards):
         for e in await client.lrange(keys.shard_key(shard, "outbox"), 0, -1):
             referenced.add(parse_entry(_s(e)))
@@ -97,6 +99,7 @@ async def check_store(service: Any, report: Any, now: int) -> None:
             if not obj:
                 report.add("object_index", key, "objects set lists a key without metadata")
                 continue
+            stored.add(key)
             if service.shard_of_key(key) != shard:
                 report.add("object_shard", key, f"object in shard {shard}, expected another")
             reps = json.loads(obj["r"]) if obj.get("r") else []

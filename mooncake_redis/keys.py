@@ -26,6 +26,7 @@ SHARD_SUFFIXES: dict[str, str] = {
     "nodes": ":nodes",  # SET    every node hash of the shard
     "objects": ":objects",  # SET    every object key of the shard
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
+    "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
     "lru": ":lru",  # ZSET   complete, not hard-pinned objects -> lease timeout (ms)
     "processing": ":proc",  # ZSET   objects with a PROCESSING put -> put start (ms)
     "outbox": ":outbox",  # LIST   pending buffer frees for segment allocators

@@ -342,7 +342,8 @@ class ObjectsMixin(AllocationMixin):
             if n >= len(puts) and not int(hit):
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_NOT_FOUND,
-                    f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored;"
+                    f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored"
+                    " (or is itself an orphan: its own parent block is gone);"
                     " refusing an orphan (radix_put_guard)",
                 )
             elif int(hit):

@@ -251,16 +251,24 @@ class RadixMixin(ServiceBase):
         await self.finish_unlinks(conts)
         return removed
 
+    def _continuation(self, cont: Sequence[Any]) -> Continuation:
+        """{node, shard, child, generation or orphan-mark op}; shard -1: computed here (a
+        script cannot hash a node to its shard)."""
+        p, ps, c, g = (_s(x) for x in cont)
+        shard = int(ps)
+        return (p, self.keys.shard_of(p) if shard < 0 else shard, c, g)
+
     async def finish_unlinks(self, conts: Sequence[Sequence[Any]]) -> int:
-        """Runs parent-side unlink steps, wave by wave, until the cascade ends. Returns depth."""
+        """Runs parent-side unlink steps (and orphan marks), wave by wave, until the cascade
+        ends. Returns depth."""
         depth = 0
-        pending = [(_s(p), int(_s(ps)), _s(c), _s(g)) for p, ps, c, g in conts]
+        pending = [self._continuation(c) for c in conts]
         while pending:
             depth += 1
             items: list[ShardItem] = [(ps, [p, c, g]) for p, ps, c, g in pending]
             pending = []
             for _, (_, cs) in await self.run_sharded("radix_unlink", items):
-                pending.extend((_s(p), int(_s(ps)), _s(c), _s(g)) for p, ps, c, g in cs)
+                pending.extend(self._continuation(c) for c in cs)
             if pending:
                 await self.checkpoint("unlink:cascade_step")
         return depth

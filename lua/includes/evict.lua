@@ -146,7 +146,7 @@ local function evict_unlink_local(tag, local_conts, conts)
     local c = local_conts[q]
     q = q + 1
     local ptag = K.shard(tag, c[2])
-    if evict_local(ptag) then
+    if c[2] ~= '-1' and evict_local(ptag) then
       radix_unlink_edge(ptag, tonumber(c[2]), c[1], c[3], c[4], local_conts)
     else
       table.insert(conts, c)

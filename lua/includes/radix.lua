@@ -7,6 +7,12 @@
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
 -- child-first); a parent's edge is dropped only when its generation still matches, so a child
 -- re-linked meanwhile keeps its edge.
+-- Orphans: a node whose objects' parent block has no object left (removed, revoked, unmounted,
+-- its client expired) roots an orphaned subtree that can never be a prefix hit. The shard's
+-- orphans ZSET (node -> ms) indexes such roots: when a node with children loses its last object
+-- its children are marked, when it gains one again they are unmarked, by continuations
+-- {child, -1 (the caller computes the shard), '', 'orphan' | 'adopt'}. Eviction takes orphaned
+-- subtrees first; the put guard refuses a child of a marked node.
 
 local function radix_refresh_leaf(tag, h)
   local nk = redis.call('SCARD', K.node_keys(tag, h))
@@ -107,6 +113,44 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   return E.OK, ''
 end
 
+-- Whether any key registered under node h has an object (a stored block, for the orphan rule).
+local function radix_has_object(tag, h)
+  for _, k in ipairs(redis.call('SMEMBERS', K.node_keys(tag, h))) do
+    if redis.call('EXISTS', K.obj(tag, k)) == 1 then
+      return true
+    end
+  end
+  return false
+end
+
+-- Orphan marks for h's children: op 'orphan' (h lost its last object) or 'adopt' (h has one
+-- again). Children in this shard are marked here, the others through continuations.
+local function radix_mark_children(tag, shard, h, op, conts, now)
+  for _, c in ipairs(redis.call('ZRANGE', K.node_children(tag, h), 0, -1)) do
+    table.insert(conts, { c, '-1', '', op })
+  end
+end
+
+-- The target side of an orphan mark continuation.
+local function radix_mark(tag, h, op, now)
+  if op == 'orphan' then
+    if redis.call('EXISTS', K.node(tag, h)) == 1 then
+      redis.call('ZADD', K.orphans(tag), 'NX', now, h)
+    end
+  else
+    redis.call('ZREM', K.orphans(tag), h)
+  end
+end
+
+-- After node h lost a stored object: if it has children and no object left, mark them.
+local function radix_lost_object(tag, shard, h, conts, now)
+  if redis.call('EXISTS', K.node(tag, h)) == 1
+      and redis.call('ZCARD', K.node_children(tag, h)) > 0
+      and not radix_has_object(tag, h) then
+    radix_mark_children(tag, shard, h, 'orphan', conts, now)
+  end
+end
+
 -- Deletes h if it has no keys and no children, then walks up while the parent is in this shard.
 local function radix_collapse(tag, shard, h, conts)
   local guard = 0
@@ -125,6 +169,7 @@ local function radix_collapse(tag, shard, h, conts)
     redis.call('DEL', nkey)
     redis.call('SREM', K.nodes(tag), h)
     redis.call('ZREM', K.leaves(tag), h)
+    redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), 'nodes', -1)
     local p, ps, g = f[1], tonumber(f[2]), f[3]
     if not p or p == '' then
@@ -154,7 +199,12 @@ local function radix_remove_key(tag, shard, h, key, conts)
 end
 
 -- Parent-side step of an unlink: drop the edge if its generation matches, then cascade.
+-- (An orphan mark continuation, gen 'orphan' / 'adopt', marks the node `parent` instead.)
 local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
+  if gen == 'orphan' or gen == 'adopt' then
+    radix_mark(tag, parent, gen, now_ms())
+    return 0
+  end
   local sc = redis.call('ZSCORE', K.node_children(tag, parent), child)
   if not sc or tonumber(sc) ~= tonumber(gen) then
     return 0

@@ -74,6 +74,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   dec_hincr(K.stats(tag), 'bytes', f[2] or '0', true)
   if f[4] == '1' then
     radix_remove_key(tag, shard, f[5], key, conts)
+    radix_lost_object(tag, shard, f[5], conts, now_ms())
   end
   return true
 end

@@ -15,6 +15,7 @@ from ..store import StoreMixin
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
 from .metrics import EvictionMetrics, EvictionResult
+from .orphans import OrphanEvictor
 from .policy import LeafPolicy, get_policy
 from .radix_evict import RadixEvictor
 
@@ -253,6 +254,17 @@ class EvictionMixin(StoreMixin):
             max_objects = max(1, math.ceil(max(er, 0.01) * total)) if total else 0
         elif flag and er > 0:
             result.reason = "alloc_failed"
+        elif self._eager_orphans_due():
+            # orphan_eviction = "eager": orphaned subtrees go with their parent block, at the
+            # next janitor interval, whatever the pressure.
+            await lease.ensure()
+            result.reason = "orphans"
+            result.mode = "radix"
+            await OrphanEvictor(self, lease, result, None).run()
+            result.used_after = (await self.usage()).ratio
+            result.seconds = time.perf_counter() - t0
+            self.eviction_metrics.record(result)
+            return result
         else:
             result.reason = "idle"
             result.used_after = usage.ratio
@@ -267,7 +279,10 @@ class EvictionMixin(StoreMixin):
                     rfc = cfg.radix_eviction_target == "watermark" and not making_room
                     target_ratio = hw if rfc else max(0.0, hw - er)
                 goal = Goal(self, result, usage, target_ratio, min_free, max_objects)
-                await RadixEvictor(self, lease, policy, result, goal).run()
+                # Orphaned subtrees can never be a prefix hit: they go before any leaf.
+                await OrphanEvictor(self, lease, result, goal).run()
+                if not goal.satisfied():
+                    await RadixEvictor(self, lease, policy, result, goal).run()
                 result.used_after = goal.used
             else:
                 result.mode, result.policy = "batch", "batch-evict"
@@ -282,6 +297,17 @@ class EvictionMixin(StoreMixin):
         result.seconds = time.perf_counter() - t0
         self.eviction_metrics.record(result)
         return result
+
+    _eager_at: float = 0.0
+
+    def _eager_orphans_due(self) -> bool:
+        if not self.config.enable_radix_tree or self.config.orphan_eviction != "eager":
+            return False
+        now = time.monotonic()
+        if now - self._eager_at < self.config.janitor_interval_ms / 1000.0:
+            return False
+        self._eager_at = now
+        return True
 
     async def _batch_pass(
         self,
