@@ -91,7 +91,7 @@ async def test_remove_parent_orphans_are_counted_refused_and_evicted_first(
 
 
 async def test_parent_put_again_adopts_its_children(svc: MasterService) -> None:
-    a, b, c = await chain(svc, "re", 3)
+    a, _b, c = await chain(svc, "re", 3)
     await svc.remove(a)
     assert (await orphan_counts(svc))[1] == 1
     await put(svc, a)  # the parent block is back: b and c are no orphans
