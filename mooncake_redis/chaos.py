@@ -9,6 +9,8 @@ Probes (used by tests and by the chaos run):
 The chaos command (see :func:`register`) runs worker processes and the evictor against a real
 Redis or Redis Cluster, SIGKILLs one of them every few seconds and restarts it, under mixed load
 with memory pressure, and ends with fsck and a count of operations, kills, violations and losses.
+With ``--outages`` / ``--oom-phases`` it runs its own redis-server and takes it down, or fills
+it to maxmemory, for longer than the client ttl (chaos_phases.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
 
+from .chaos_phases import PhaseState, private_redis, run_phases, schedule
 from .server.fleet import WorkerFleet
 
 if TYPE_CHECKING:
@@ -134,6 +137,22 @@ class ChaosOptions:
     num_shards: int = 16
     seed: int = 0
     window_s: float = 5.0  # latency windows for the p99 drift
+    outages: int = 0  # Redis outages (a private redis-server, killed and restarted from AOF)
+    oom_phases: int = 0  # spells at maxmemory (a private redis-server)
+    phase_s: float = 0.0  # length of each phase; 0: 2.5 client ttls
+    client_live_ttl_ms: int = 0  # 0: 600 s, or 2 s when phases run (shorter than a phase)
+
+    @property
+    def private(self) -> bool:
+        return self.outages > 0 or self.oom_phases > 0
+
+    @property
+    def client_ttl_ms(self) -> int:
+        return self.client_live_ttl_ms or (2000 if self.private else 600_000)
+
+    @property
+    def phase_seconds(self) -> float:
+        return self.phase_s or 2.5 * self.client_ttl_ms / 1000
 
 
 @dataclass
@@ -142,6 +161,9 @@ class ChaosReport:
     ops: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     interrupted_by_kills: int = 0  # in-flight calls a killed worker never answered
+    phases: list[dict[str, Any]] = field(default_factory=list)  # Redis outages and OOM spells
+    segments_mounted: int = 0  # at the end: 2 unless a client was expired
+    refused_in_phases: int = 0  # calls a phase refused (RPC_FAIL in outages, -200 at OOM)
     kills: dict[str, int] = field(default_factory=dict)
     restarts: int = 0
     acked_complete: int = 0
@@ -183,7 +205,7 @@ class _Fleet(WorkerFleet):
             env={
                 "MOONCAKE_REDIS_EVICTION_HIGH_WATERMARK_RATIO": "0.8",
                 "MOONCAKE_REDIS_EVICTION_RATIO": "0.2",
-                "MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS": "600000",
+                "MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS": str(opts.client_ttl_ms),
                 "MOONCAKE_REDIS_EVICTOR_LEASE_TTL_MS": "1000",
                 "MOONCAKE_REDIS_DEFAULT_KV_LEASE_TTL_MS": "200",
                 "MOONCAKE_REDIS_ALLOC_COMMIT_DEADLINE_MS": "2000",
@@ -202,6 +224,8 @@ class _Ledger:
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
     interrupted: int = 0
+    refused_in_phases: int = 0
+    phase: PhaseState = field(default_factory=PhaseState)
 
     def op(self, name: str, t0: float) -> None:
         now = time.monotonic()
@@ -261,7 +285,9 @@ async def _lane(
                 ok: list[str] = []
                 for k, r in zip(keys, res):
                     if isinstance(r, MooncakeError):
-                        if int(r.code) not in _EXPECTED["batch_put_start"]:
+                        if ledger.phase.expected(int(r.code)):
+                            ledger.refused_in_phases += 1
+                        elif int(r.code) not in _EXPECTED["batch_put_start"]:
                             ledger.error(f"batch_put_start:{r.code.name}")
                         break
                     ok.append(k)
@@ -281,6 +307,8 @@ async def _lane(
                         # Sent again after a kill cut the first attempt: that one completed the
                         # object (lease 0) and eviction took it before the second arrived.
                         ledger.interrupted += 1
+                    elif ledger.phase.expected(int(e.code)):
+                        ledger.refused_in_phases += 1
                     else:
                         ledger.error(f"batch_put_end:{e.code.name}")
                 chain.extend(k[:64] for k in ok)
@@ -304,7 +332,9 @@ async def _lane(
                     await c.batch_register_radix_tree_node([(root, "", [root])])
                     ledger.op("register", t0)
             except MooncakeError as exc:
-                if exc.code == ErrorCode.RPC_FAIL and killing:
+                if ledger.phase.expected(int(exc.code)):
+                    ledger.refused_in_phases += 1  # what a Redis outage or OOM phase does
+                elif exc.code == ErrorCode.RPC_FAIL and killing:
                     # The worker serving this request was killed with it in flight; the
                     # client does not resend a call that may have been applied.
                     ledger.interrupted += 1
@@ -350,6 +380,10 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         opts.namespace = "chaos" + uuid.uuid4().hex[:8]
     say = progress or (lambda msg: None)
     rng = random.Random(opts.seed)
+    server = None
+    if opts.private:  # outages and OOM only ever on a Redis of the run's own
+        server = await asyncio.to_thread(private_redis)
+        opts.redis_url = server.url
     rep = ChaosReport(options=asdict(opts))
     t_start = time.monotonic()
     cfg = Config(namespace=opts.namespace, num_shards=opts.num_shards, enable_radix_tree=True)
@@ -378,8 +412,30 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
             for i in range(opts.lanes)
         ]
         tasks.append(asyncio.create_task(_pinger(fleet.urls, stop_at)))
+        if server is not None:
+            kinds = schedule(opts.outages, opts.oom_phases)
+            t0, length = time.monotonic(), opts.phase_seconds
+            tasks.append(
+                asyncio.create_task(
+                    run_phases(
+                        server,
+                        ledger.phase,
+                        kinds,
+                        t0,
+                        opts.duration_s,
+                        t_start,
+                        length,
+                        length,
+                        say,
+                    )
+                )
+            )
         while opts.kill_every_s > 0 and time.monotonic() + opts.kill_every_s < stop_at:
             await asyncio.sleep(opts.kill_every_s * rng.uniform(0.5, 1.5))
+            while ledger.phase.active():  # a restarted process needs Redis to start
+                await asyncio.sleep(0.2)
+            if time.monotonic() >= stop_at:
+                break
             victim = rng.randrange(opts.workers + 1)
             if victim == opts.workers:
                 assert fleet.evictor is not None
@@ -439,6 +495,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         rep.lost_objects = max(0, rep.disappeared - rep.evicted_total)
         rep.ops = dict(sorted(ledger.ops.items()))
         rep.errors = dict(sorted(ledger.errors.items()))
+        rep.phases = ledger.phase.log
+        rep.refused_in_phases = ledger.refused_in_phases
+        rep.segments_mounted = sum(1 for s in await svc.segment_stats() if s.mounted)
         rep.interrupted_by_kills = ledger.interrupted
         rep.p99_ms_by_window = _p99_windows(ledger.latencies, opts.window_s)
         rep.redis_used_memory = {"before": mem0, "after": await _redis_used_memory(svc)}
@@ -447,6 +506,8 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         fleet.stop_all()
         rep.seconds = round(time.monotonic() - t_start, 1)
         await svc.aclose()
+        if server is not None:
+            server.stop(kill=True)
 
 
 async def _evicted_total(service: MasterService) -> int:
@@ -491,6 +552,24 @@ def register(subparsers: Any) -> None:
         help="mean seconds between kills (0: none)",
     )
     p.add_argument("--capacity-objects", type=int, default=d.capacity_objects)
+    p.add_argument(
+        "--outages",
+        type=int,
+        default=0,
+        help="Redis outages (runs its own redis-server: SIGKILL, restart from AOF)",
+    )
+    p.add_argument(
+        "--oom-phases", type=int, default=0, help="spells at maxmemory (its own redis-server)"
+    )
+    p.add_argument(
+        "--phase-seconds", type=float, default=0.0, help="length of a phase (0: 2.5 client ttls)"
+    )
+    p.add_argument(
+        "--client-ttl-ms",
+        type=int,
+        default=0,
+        help="client_live_ttl_ms of the workers (0: 600000, or 2000 with phases)",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--keep", action="store_true", help="keep the namespace's keys afterwards")
@@ -510,15 +589,19 @@ def _main(args: argparse.Namespace) -> int:
         kill_every_s=args.kill_every,
         capacity_objects=args.capacity_objects,
         seed=args.seed,
+        outages=args.outages,
+        oom_phases=args.oom_phases,
+        phase_s=args.phase_seconds,
+        client_live_ttl_ms=args.client_ttl_ms,
     )
 
     async def go() -> ChaosReport:
         try:
             rep = await run_chaos(opts, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
         finally:
-            if not args.keep:
+            if not args.keep and not opts.private:  # a private Redis is gone already
                 await _drop_namespace(opts.redis_url, opts.namespace)
-        if not args.keep:
+        if not args.keep and not opts.private:
             rep.redis_used_memory["after_drop"] = await _memory_of(opts.redis_url)
         return rep
 
@@ -535,6 +618,10 @@ def _main(args: argparse.Namespace) -> int:
         ("restarts", rep.restarts),
         ("errors", d["total_errors"]),
         ("calls cut by a kill (not resent)", rep.interrupted_by_kills),
+        ("Redis phases (outage / OOM, seconds each)",
+         ", ".join(f"{p['kind']} {p['seconds']}" for p in rep.phases) or "-"),
+        ("calls refused by a phase", rep.refused_in_phases),
+        ("segments still mounted (of 2)", rep.segments_mounted),
         ("acknowledged COMPLETE objects", rep.acked_complete),
         ("removed by the load (+ cut by a kill)", f"{rep.removed} (+{rep.removes_cut_by_kills})"),
         ("gone otherwise / evicted (counter)", f"{rep.disappeared} / {rep.evicted_total}"),
@@ -554,7 +641,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(d, f, indent=2)
-    bad = d["violation_count"] or rep.lost_objects or d["total_errors"]
+    bad = d["violation_count"] or rep.lost_objects or d["total_errors"] or rep.segments_mounted < 2
     return 1 if bad else 0
 
 
