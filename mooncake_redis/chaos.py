@@ -427,6 +427,7 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
                         length,
                         length,
                         say,
+                        lambda: _revive(fleet, ledger.phase),
                     )
                 )
             )
@@ -450,11 +451,12 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
                 proc.wait(10)
                 fleet.start_worker(victim)
                 rep.kills["worker"] = rep.kills.get("worker", 0) + 1
-                await fleet.wait_ready(victim)
+                await _until_ready(fleet, victim, ledger.phase)
             rep.restarts += 1
             say(f"t={time.monotonic() - t_start:5.1f}s kills={sum(rep.kills.values())} "
                 f"ops={sum(ledger.ops.values())}")  # fmt: skip
         await asyncio.gather(*tasks)
+        await _revive(fleet, ledger.phase)  # a process restarted just before a phase began
         fleet.stop_all()
         # Recovery, as the next janitor / evictor / operator would run it.
         report = await fsck(svc)
@@ -508,6 +510,31 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         await svc.aclose()
         if server is not None:
             server.stop(kill=True)
+
+
+async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
+    """A restarted worker cannot start while a Redis phase holds Redis down: start it again."""
+    for _ in range(10):
+        try:
+            await fleet.wait_ready(i)
+            return
+        except RuntimeError:
+            while phase.active():
+                await asyncio.sleep(0.2)
+            fleet.start_worker(i)
+    await fleet.wait_ready(i)
+
+
+async def _revive(fleet: _Fleet, phase: PhaseState) -> None:
+    """Restarts processes that exited (an evictor started just before an outage)."""
+    while phase.active():
+        await asyncio.sleep(0.2)
+    if fleet.evictor is not None and fleet.evictor.poll() is not None:
+        fleet.start_evictor()
+    for i, proc in enumerate(fleet.workers):
+        if proc is not None and proc.poll() is not None:
+            fleet.start_worker(i)
+            await _until_ready(fleet, i, phase)
 
 
 async def _evicted_total(service: MasterService) -> int:

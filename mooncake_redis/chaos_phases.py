@@ -73,8 +73,10 @@ async def run_phases(
     outage_s: float,
     oom_s: float,
     say: Any,
+    after: Any = None,
 ) -> None:
-    """Runs the phases evenly spread over the load."""
+    """Runs the phases evenly spread over the load; awaits ``after()`` once each is over (the
+    chaos run restarts a process that could not start while Redis was down)."""
     for i, kind in enumerate(kinds):
         length = outage_s if kind == "outage" else oom_s
         at = t0 + duration_s * (i + 1) / (len(kinds) + 1) - length / 2
@@ -101,3 +103,5 @@ async def run_phases(
         entry["seconds"] = round(time.monotonic() - start, 1)
         state.log.append(entry)
         state.until = time.monotonic() + GRACE_S
+        if after is not None:
+            await after()

@@ -10,13 +10,16 @@ with the default deadline is the slow variant (``pytest -m slow``).
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
 import pytest
 from blake3 import blake3
 
-from mooncake_redis import MooncakeError
+from mooncake_redis import Config, MasterService, MooncakeError
 from mooncake_redis.models import ReplicateConfig, Segment
+from tests.conftest import _cleanup
 
 
 async def _huge_batch(svc: Any, n: int) -> None:
@@ -48,6 +51,16 @@ async def test_a_huge_batch_put_succeeds_whole(make_service: Any, backend_url: s
 
 
 @pytest.mark.slow
-async def test_a_100k_batch_put_succeeds_whole(make_service: Any, real_backend_url: str) -> None:
-    """The issue's figure: 100,000 keys, default deadline (10 s)."""
-    await _huge_batch(await make_service(enable_radix_tree=True, num_shards=64), 100_000)
+async def test_a_100k_batch_put_succeeds_whole(real_backend_url: str) -> None:
+    """The issue's figure: 100,000 keys, default deadline (10 s), on the real servers (it also
+    passes on fakeredis, in about 3 minutes)."""
+    ns = "t" + uuid.uuid4().hex[:12]
+    cfg = Config(namespace=ns, redis_url=real_backend_url, enable_radix_tree=True)
+    svc = await MasterService.from_url(real_backend_url, cfg)
+    try:
+        t0 = time.perf_counter()
+        await _huge_batch(svc, 100_000)
+        print(f"100,000-key batch put + end + exists + checks: {time.perf_counter() - t0:.1f} s")
+    finally:
+        await svc.aclose()
+        _cleanup(real_backend_url, ns)
