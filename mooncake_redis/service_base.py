@@ -113,7 +113,7 @@ class ServiceBase:
         totals = dict.fromkeys(fields, 0)
         for values in await pipe.execute():
             for name, v in zip(fields, values):
-                totals[name] += int(float(v or 0))
+                totals[name] += int(v or 0)  # exact: byte counters may pass 2^53
         return totals
 
     async def run_sharded(
