@@ -33,9 +33,10 @@ async def test_chaos_short(real_backend_url: str) -> None:
 
 async def test_chaos_redis_outage_and_oom_lose_nothing() -> None:
     """Issue 14 items 2 and 3 under load: the run's own redis-server goes down for 2.5 client
-    ttls (SIGKILL, restart from AOF) and later sits at maxmemory for as long, while workers and
-    the evictor are killed too. No client is expired (both segments stay mounted), no
-    acknowledged object is lost, nothing but the phases' refusals fails."""
+    ttls (SIGKILL, restart from AOF) and later sits at maxmemory for as long (kills, when the
+    random schedule puts one between the phases, wait for them to end). No client is expired
+    (both segments stay mounted), no acknowledged object is lost, nothing but the phases'
+    refusals fails."""
     opts = ChaosOptions(duration_s=16, kill_every_s=2.5, lanes=6, outages=1, oom_phases=1)
     rep = await run_chaos(opts)
     d = rep.to_dict()
