@@ -103,9 +103,8 @@ each_group(function(tag, shard, n)
       redis.call('HINCRBY', K.stats(tag), 'objects', 1)
       dec_hincr(K.stats(tag), 'bytes', size, false)
       if radix_on == 1 then
-        -- A block with children that had no object: its children are no orphans any more.
-        local adopt = redis.call('ZCARD', K.node_children(tag, prefix)) > 0
-          and not radix_has_object(tag, prefix)
+        -- A block whose children were marked as orphans is stored again: they are adopted.
+        local adopt = radix_will_adopt(tag, prefix)
         radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1)
         redis.call('HSET', okey, 'rad', '1')
         if adopt then

@@ -13,7 +13,7 @@ check and the link are separate steps); fsck reports it and ``--repair`` breaks 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,14 +35,19 @@ class ParentChains:
         self.service = service
         self.up: dict[str, str] = {}  # node -> an ancestor ('' = root): parent or compressed
 
-    async def _load(self, h: str) -> None:
-        [flat] = await self.service.run_sharded_items(
-            "radix_chain", [(self.service.keys.shard_of(h), [h, CHAIN_STEP])]
+    async def _load(self, *hs: str) -> None:
+        """Parent pointers up from each of ``hs``: one radix_chain call per Redis node."""
+        todo = list(dict.fromkeys(h for h in hs if h not in self.up))
+        if not todo:
+            return
+        replies = await self.service.run_sharded_items(
+            "radix_chain", [(self.service.keys.shard_of(h), [h, CHAIN_STEP]) for h in todo]
         )
-        items = [_s(x) for x in flat]
-        for node, parent in zip(items[::2], items[1::2]):
-            self.up.setdefault(node, parent)
-        self.up.setdefault(h, "")
+        for h, flat in zip(todo, replies):
+            items = [_s(x) for x in flat]
+            for node, parent in zip(items[::2], items[1::2]):
+                self.up.setdefault(node, parent)
+            self.up.setdefault(h, "")
 
     async def root(self, h: str) -> str | None:
         """The root of h's tree; None when h's chain is an old cycle or too long."""
@@ -79,10 +84,15 @@ class ParentChains:
             self.up[child] = parent
 
 
-async def check_links(service: ServiceBase, links: Sequence[tuple[str, str]]) -> list[bool]:
-    """For (child, parent) links that answered CHECK_CYCLE, in batch order: True when the link
-    would close a cycle (refuse it), False to send it again as checked."""
+async def check_links(
+    service: ServiceBase, links: Sequence[tuple[str, str]], rooted: Iterable[str] = ()
+) -> list[bool]:
+    """For (child, parent) links whose child is a root with children, in batch order: True
+    when the link would close a cycle (refuse it), False to send it as checked. ``rooted``:
+    nodes the batch's link step found without a parent (read no further)."""
     chains = ParentChains(service)
+    chains.up.update(dict.fromkeys(rooted, ""))
+    await chains._load(*(h for link in links for h in link))  # the whole batch at once
     out = []
     for child, parent in links:
         bad = await chains.closes_cycle(child, parent)

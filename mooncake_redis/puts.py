@@ -44,6 +44,13 @@ def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> Replica
     )
 
 
+def _cycle_msg(p: _Put) -> str:
+    return (
+        f"parent_block_hash: block {p.cfg.parent_block_hash} is below {p.prefix};"
+        " the put would close a parent cycle"
+    )
+
+
 class PutsMixin(AllocationMixin):
     # ------------------------------------------------------------------ erase plumbing
     async def _run_erase(
@@ -172,8 +179,11 @@ class PutsMixin(AllocationMixin):
             self._reserve(puts),
             self.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
         )
-        for p, (gen, stored) in zip(linked, links):
+        rooted: set[str] = set()  # parents with no parent of their own when linked
+        for p, (gen, stored, root) in zip(linked, links):
             p.gen, p.parent_stored = gen, stored
+            if root:
+                rooted.add(p.cfg.parent_block_hash)
         await self.checkpoint("put_start:reserved")
         failed: list[_Put] = []
         empty = [p for p in puts if not p.reps]
@@ -225,7 +235,22 @@ class PutsMixin(AllocationMixin):
                 conts.extend(cs)
             return replies
 
-        replies = await commit([item(p, 0) for p in todo])
+        # A put of a block that now has children and no parent (a chain put in one batch: each
+        # block is the parent of the next) gets its parent only if the block is not that
+        # parent's root (cycles.py); checked here, in batch order, before its commit.
+        pre = [p for p in todo if p.prefix in rooted and p.cfg.parent_block_hash]
+        checked: set[int] = set()
+        if pre:
+            links_pre = [(p.prefix, p.cfg.parent_block_hash) for p in pre]
+            for p, bad in zip(pre, await check_links(self, links_pre, rooted)):
+                if bad:
+                    results[p.index] = MooncakeError(ErrorCode.INVALID_PARAMS, _cycle_msg(p))
+                    failed.append(p)
+                else:
+                    checked.add(p.index)
+            pre_ix = {p.index for p in pre}
+            todo = [p for p in todo if p.index in checked or p.index not in pre_ix]
+        replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).
@@ -236,14 +261,7 @@ class PutsMixin(AllocationMixin):
             )
             for j, bad in zip(again, cycles):
                 if bad:
-                    p = todo[j]
-                    replies[j] = [
-                        int(ErrorCode.INVALID_PARAMS),
-                        f"parent_block_hash: block {p.cfg.parent_block_hash} is below"
-                        f" {p.prefix}; the put would close a parent cycle",
-                        [],
-                        0,
-                    ]
+                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], 0]
             resend = [j for j, bad in zip(again, cycles) if not bad]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
                 replies[j] = r

@@ -172,7 +172,8 @@ class RadixMixin(ServiceBase):
         links = await self.link_parents(
             [(it.parent_prefix_hash, it.prefix_hash) for _, it in valid]
         )
-        gens = [gen for gen, _ in links]
+        gens = [gen for gen, _, _ in links]
+        rooted = {it.parent_prefix_hash for (_, it), (_, _, r) in zip(valid, links) if r}
         await self.checkpoint("register:linked")
 
         def reg_item(it: RegisterItem, gen: int, checked: int) -> ShardItem:
@@ -190,9 +191,30 @@ class RadixMixin(ServiceBase):
                 ],
             )
 
-        replies = await self.run_sharded_items(
-            "radix_register", [reg_item(it, gen, 0) for (_, it), gen in zip(valid, gens)]
-        )
+        # Items that will be roots with children when registered (a chain registered in one
+        # batch) are checked before, in batch order; the rest answers CHECK_CYCLE if needed.
+        pre = [
+            j
+            for j, (_, it) in enumerate(valid)
+            if it.prefix_hash in rooted and it.parent_prefix_hash
+        ]
+        checked = dict.fromkeys(range(len(valid)), 0)
+        refused: dict[int, bool] = {}
+        if pre:
+            pairs = [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in pre]
+            for j, bad in zip(pre, await check_links(self, pairs, rooted)):
+                refused[j] = bad
+                checked[j] = 1
+        send = [j for j in range(len(valid)) if not refused.get(j)]
+        replies: list[Any] = [[int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
+                              if refused.get(j) else None for j in range(len(valid))]  # fmt: skip
+        for j, r in zip(
+            send,
+            await self.run_sharded_items(
+                "radix_register", [reg_item(valid[j][1], gens[j], checked[j]) for j in send]
+            ),
+        ):
+            replies[j] = r
         # A node that exists without a parent and has children gets its parent only when the
         # node is not that parent's root (cycles.py), checked in batch order so that two items
         # of one batch cannot close a cycle between them; the rest is sent again as checked.
@@ -221,18 +243,19 @@ class RadixMixin(ServiceBase):
             await self.finish_unlinks(undo)
         return results
 
-    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, bool]]:
+    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, bool, bool]]:
         """Parent-side step for (parent, child) pairs: (link generation, whether the parent's
-        block was completely stored at that moment); (0, False) for pairs without a parent."""
-        out = [(0, False)] * len(pairs)
+        block was completely stored at that moment, whether the parent has no parent of its own
+        yet); (0, False, False) for pairs without a parent."""
+        out = [(0, False, False)] * len(pairs)
         todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
         if not todo:
             return out
         replies = await self.run_sharded_items(
             "radix_link", [(self.keys.shard_of(p), [p, c]) for _, p, c in todo]
         )
-        for (i, _, _), (gen, stored) in zip(todo, replies):
-            out[i] = (int(gen), bool(int(stored)))
+        for (i, _, _), (gen, stored, rooted) in zip(todo, replies):
+            out[i] = (int(gen), bool(int(stored)), bool(int(rooted)))
         return out
 
     # -- unregister (child-first) with cascade -----------------------------------------------

@@ -1,7 +1,8 @@
 -- Radix-tree node maintenance inside ONE shard (tag). Needs keys.lua, errors.lua, common.lua.
 --
 -- Node HASH fields: p parent hash ('' = unknown/root), ps parent shard (-1 = none), g link
--- generation of the edge parent->node, t created (ms), s leaf score, h hits.
+-- generation of the edge parent->node, t created (ms), s leaf score, h hits, om '1' while its
+-- children are marked as orphans.
 -- Children ZSET: child hash -> link generation. A node is in the leaves index exactly when it has
 -- registered keys and no children. Cross-shard steps are returned as continuations
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
@@ -142,13 +143,25 @@ local function radix_mark(tag, h, op, now)
   end
 end
 
--- After node h lost a stored object: if it has children and no object left, mark them.
+-- After node h lost a stored object: if it has children and no object left, mark them (and
+-- note on h, field om, that its children are marked: a put that stores h again adopts them).
 local function radix_lost_object(tag, shard, h, conts, now)
   if redis.call('EXISTS', K.node(tag, h)) == 1
       and redis.call('ZCARD', K.node_children(tag, h)) > 0
       and not radix_has_object(tag, h) then
     radix_mark_children(tag, shard, h, 'orphan', conts, now)
+    redis.call('HSET', K.node(tag, h), 'om', '1')
   end
+end
+
+-- Before a put stores an object in node h: whether h's children were marked as orphans (and
+-- h has no object yet), so that the put adopts them.
+local function radix_will_adopt(tag, h)
+  if redis.call('HGET', K.node(tag, h), 'om') ~= '1' then
+    return false
+  end
+  redis.call('HDEL', K.node(tag, h), 'om')
+  return not radix_has_object(tag, h)
 end
 
 -- Deletes h if it has no keys and no children, then walks up while the parent is in this shard.
