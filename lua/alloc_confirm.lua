@@ -4,12 +4,14 @@
 -- are dropped from pending too if their record is gone.
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
--- ARGV: group count, then per group: anchor, n, then n pairs (offset, put id).
+-- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
 -- Returns: confirmed count.
 -- Errors: none.
+-- Idempotent: yes (removes pending entries).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include alloc.lua
 
 local done = 0

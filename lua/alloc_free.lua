@@ -4,19 +4,21 @@
 -- same put id; unknown segments and offsets are skipped.
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
--- ARGV: group count, then per group: anchor, n, then n pairs (offset, put id).
--- Returns: bytes freed (integer).
+-- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
+-- Returns: bytes freed (decimal string).
 -- Errors: none.
+-- Idempotent: yes (a free applies only to a record with its put id).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include alloc.lua
 
-local freed = 0
+local freed = '0'
 each_segment(function(stag, anchor, n)
   for _ = 1, n do
-    local off, pid = argn(), arg()
-    freed = freed + alloc_release(stag, off, pid)
+    local off, pid = arg(), arg()
+    freed = dec_add(freed, u64_to_dec(alloc_release(stag, off, pid)))
   end
 end)
 return freed

@@ -4,11 +4,12 @@
 --       cluster (the script reads every anchor from ARGV).
 -- ARGV: cutoff (ms; entries allocated at or before it), limit per segment, then group count,
 --       then per group: anchor, 0.
--- Returns: per group: {offset, record "len|put id|ms|owner key", ...}.
+-- Returns: per group: {offset (u64 hex), record "len|put id|ms|owner key", ...}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include alloc.lua
 
 local cutoff, limit = argn(), argn()

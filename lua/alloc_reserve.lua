@@ -6,14 +6,18 @@
 -- start; replicas of one item land on distinct segments; an item may get fewer than wanted.
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
--- ARGV: segment count m, m anchors (the candidates), item count, then per item: key, put id, size (bytes), replicas wanted, start index
---       (0-based into the anchors), preferred count np, then np 1-based anchor indices.
--- Returns: {now ms, {per item: {{anchor index, offset, base, te_endpoint, protocol, name}...}},
---          largest size of a mounted candidate segment}.
+-- ARGV: segment count m, m anchors (the candidates), item count, then per item: key, put id,
+--       size (bytes, u64 hex), replicas wanted, start index (0-based into the anchors),
+--       preferred count np, then np 1-based anchor indices.
+-- Returns: {now ms, {per item: {{anchor index, offset (u64 hex), base (u64 hex), te_endpoint,
+--          protocol, name}...}}, largest size of a mounted candidate segment (u64 hex)}.
 -- Errors: none (an item that gets nothing has an empty list).
+-- Idempotent: yes in effect: a reservation whose reply was lost is never committed, so the
+--   janitor frees it after alloc_reclaim_grace_ms.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include alloc.lua
 
 local now = now_ms()
@@ -22,13 +26,13 @@ for i = 1, argn() do
   S[i] = arg()
 end
 local info = {}
-local maxsize = 0
+local maxsize = U64_ZERO
 local function seg(i)
   local s = info[i]
   if s == nil then
     local f = redis.call('HMGET', S[i], 'mounted', 'size', 'base', 'te_endpoint', 'protocol', 'name')
     if f[1] == '1' then
-      s = { size = tonumber(f[2]), base = f[3], ep = f[4], proto = f[5], name = f[6] }
+      s = { size = f[2], base = f[3], ep = f[4], proto = f[5], name = f[6] }
       if s.size > maxsize then
         maxsize = s.size
       end
@@ -46,7 +50,7 @@ end
 local out = {}
 local n = argn()
 for _ = 1, n do
-  local key, pid, size, want, start, np = arg(), arg(), argn(), argn(), argn(), argn()
+  local key, pid, size, want, start, np = arg(), arg(), arg(), argn(), argn(), argn()
   local order = {}
   for _ = 1, np do
     table.insert(order, argn())

@@ -1,20 +1,25 @@
 #!lua flags=allow-oom
--- clients_remove: janitor: forgets expired clients once their segments are unmounted; a client
--- that pinged meanwhile is kept.
--- KEYS: [1] <global tag>:clients (ZSET client id -> last ping ms).
--- ARGV: cutoff ms, then client ids.
--- Returns: clients removed.
+-- clients_remove: last step of client expiry: forgets the clients being expired that no
+-- segment names any more (their unmounts are done), so they may mount again.
+-- KEYS: [1] <global tag>:expiring (ZSET client id -> claim ms), [2] <global tag>:segments (HASH
+--       segment id -> client id).
+-- ARGV: limit.
+-- Returns: clients forgotten.
 -- Errors: none.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
 
-local cutoff = tonumber(ARGV[1])
+local owners = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 2, #all, 2 do
+  owners[all[i]] = true
+end
 local removed = 0
-for i = 2, #ARGV do
-  local last = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if last and tonumber(last) < cutoff then
-    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+for _, c in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) do
+  if not owners[c] then
+    removed = removed + redis.call('ZREM', KEYS[1], c)
   end
 end
 return removed

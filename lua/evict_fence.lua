@@ -5,6 +5,7 @@
 -- ARGV: head: epoch; then group count, then per group: anchor, shard index, 0.
 -- Returns: the number of shards whose fence was raised.
 -- Errors: none.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

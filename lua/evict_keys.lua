@@ -15,6 +15,7 @@
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 --!include evict.lua
@@ -43,10 +44,10 @@ for _, g in ipairs(groups) do
     if st == 'ok' then
       store_erase(tag, g.shard, key, conts, frees, nil)
       redis.call('HINCRBY', K.stats(tag), 'evicted_keys', 1)
-      redis.call('HINCRBY', K.stats(tag), 'evicted_bytes', b)
+      dec_hincr(K.stats(tag), 'evicted_bytes', b, false)
       table.insert(out, { 'ok', b })
     else
-      table.insert(out, { st, 0 })
+      table.insert(out, { st, '0' })
     end
   end
 end

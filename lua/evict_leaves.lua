@@ -22,6 +22,7 @@
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 --!include evict.lua
@@ -52,7 +53,7 @@ repeat
     if st == 'inner' then
       table.insert(retry, e)
     elseif st ~= 'ok' then
-      out[idx] = { st, {}, 0, 0, '', '-1' }
+      out[idx] = { st, {}, 0, '0', '', '-1' }
     else
       local p = redis.call('HMGET', K.node(tag, h), 'p', 'ps')
       local mine, before = {}, #conts
@@ -64,7 +65,7 @@ repeat
         table.insert(journal, { shard, j })
       end
       redis.call('HINCRBY', K.stats(tag), 'evicted_keys', #erased)
-      redis.call('HINCRBY', K.stats(tag), 'evicted_bytes', bytes)
+      dec_hincr(K.stats(tag), 'evicted_bytes', bytes, false)
       out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
       progress = true
     end
@@ -72,6 +73,6 @@ repeat
   pending = retry
 until not progress or #pending == 0
 for _, e in ipairs(pending) do
-  out[e[4]] = { 'inner', {}, 0, 0, '', '-1' }
+  out[e[4]] = { 'inner', {}, 0, '0', '', '-1' }
 end
 return { 1, out, conts, frees, now, journal }

@@ -15,6 +15,7 @@
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 --!include evict.lua

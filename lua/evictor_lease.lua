@@ -10,6 +10,7 @@
 --   caller holds the lease with that epoch.
 -- Returns: {granted 0/1, epoch, expires ms, holder, now ms, flag value or ''}.
 -- Errors: none.
+-- Idempotent: yes (a granted lease whose reply was lost is renewed by the resend).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

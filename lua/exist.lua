@@ -5,9 +5,11 @@
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
 -- Returns: per key 1 or 0.
 -- Errors: none.
+-- Idempotent: yes (a lease grant is a max).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 

@@ -5,6 +5,7 @@
 -- ARGV: group count, then per group: anchor, shard index, n, then n entries.
 -- Returns: entries removed.
 -- Errors: none.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

@@ -1,13 +1,17 @@
-#!lua flags=allow-cross-slot-keys
+#!lua flags=allow-cross-slot-keys,allow-oom
 -- put_end: PutEnd: marks the object's replicas COMPLETE; the object enters the lru index with a
--- lease of 0 ms (lease timeout = max(lease timeout, now)).
+-- lease of 0 ms (lease timeout = max(lease timeout, now)). allow-oom: a put that got its
+-- buffers completes even when Redis filled up meanwhile (it rewrites fields of an existing key
+-- and adds one index entry).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (key, client id).
 -- Returns: per item {code, message}.
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601).
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 

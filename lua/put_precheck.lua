@@ -8,9 +8,11 @@
 --       (key, prefix hash, parent hash or '', link generation or 0).
 -- Returns: per item {1 (exists, not stale) or 0, edge adopted 0/1}.
 -- Errors: none.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 

@@ -8,17 +8,23 @@
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
 --       ttl ms, radix flag (0/1); then group count, then per group: anchor, shard index, n, then n items of
---       key, put id, client id, size (bytes), soft pin (0/1), hard pin (0/1), replicas (cjson
---       array of {seg, off, len, base, ep, proto, name, ms}), prefix hash, parent hash ('' none),
---       parent shard (-1 none), link generation (0 none).
--- Returns: {{per item: {code, message, {replica id...}, edge adopted 0/1}}, {continuation...}}.
+--       key, put id, client id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1),
+--       replicas (cjson array of {seg, off, len, base (u64 hex strings), ep, proto, name, ms}),
+--       prefix hash, parent hash ('' none), parent shard (-1 none), link generation (0 none),
+--       cycle checked (0/1).
+-- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
+--          {continuation...}}. Idempotent: an object already written by this put id (a resent
+--          call whose first reply was lost) answers OK with its replica ids.
 --   A failed item whose node already names the parent adopts the bumped edge (no undo).
 -- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
 --   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
---   than the commit deadline).
+--   than the commit deadline); 1 (not a Mooncake code; nothing written) when the node exists
+--   without a parent and has children and the cycle check was not done (see radix_register).
+-- Idempotent: yes (an object already written by this put id answers OK).
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 
@@ -29,9 +35,9 @@ local out, conts, frees = {}, {}, {}
 each_group(function(tag, shard, n)
   redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
   for _ = 1, n do
-    local key, pid, client, size, soft, hard = arg(), arg(), arg(), argn(), argn(), argn()
+    local key, pid, client, size, soft, hard = arg(), arg(), arg(), arg(), argn(), argn()
     local reps = cjson.decode(arg())
-    local prefix, parent, pshard, gen = arg(), arg(), arg(), arg()
+    local prefix, parent, pshard, gen, checked = arg(), arg(), arg(), arg(), argn()
     local code, msg = E.OK, ''
     for _, rep in ipairs(reps) do
       if code == E.OK and tonumber(rep.ms) < now - deadline then
@@ -43,8 +49,11 @@ each_group(function(tag, shard, n)
     end
     local okey = K.obj(tag, key)
     local takeover = nil
+    local f = redis.call('HMGET', okey, 't', 'r', 'pid')
+    if f[3] == pid then
+      code = 'again'
+    end
     if code == E.OK then
-      local f = redis.call('HMGET', okey, 't', 'r', 'pid')
       if f[3] then
         local t = tonumber(f[1])
         if store_any_complete(store_replicas(f[2])) or t + discard > now then
@@ -59,6 +68,8 @@ each_group(function(tag, shard, n)
       if cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
           'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
+      elseif checked ~= 1 and radix_needs_cycle_check(tag, prefix, parent) then
+        code, msg = RADIX_CHECK_CYCLE, 'parent cycle check needed'
       end
     end
     local ids = {}
@@ -68,7 +79,14 @@ each_group(function(tag, shard, n)
         redis.call('HINCRBY', K.stats(tag), 'put_start_discard_cnt', 1)
       end
       for j, rep in ipairs(reps) do
-        local id = redis.call('INCR', K.seq(tag)) * num_shards + shard
+        -- id = seq * num_shards + shard, exact: past 2^53 the counter is read back as a string.
+        local seq = redis.call('INCR', K.seq(tag))
+        local id
+        if seq < 2 ^ 53 / 32768 then
+          id = string.format('%d', seq * num_shards + shard)
+        else
+          id = u64_to_dec(u64_muladd(u64_from_dec(redis.call('GET', K.seq(tag))), num_shards, shard))
+        end
         rep.id, rep.st, rep.ms = id, 'P', nil
         ids[j] = id
       end
@@ -83,14 +101,24 @@ each_group(function(tag, shard, n)
       redis.call('SADD', K.objects(tag), key)
       redis.call('ZADD', K.processing(tag), now, key)
       redis.call('HINCRBY', K.stats(tag), 'objects', 1)
-      redis.call('HINCRBY', K.stats(tag), 'bytes', size)
+      dec_hincr(K.stats(tag), 'bytes', size, false)
       if radix_on == 1 then
-        radix_attach(tag, prefix, parent, pshard, gen, { key }, now)
+        -- A block whose children were marked as orphans is stored again: they are adopted.
+        local adopt = radix_will_adopt(tag, prefix)
+        radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1)
         redis.call('HSET', okey, 'rad', '1')
+        if adopt then
+          radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
+        end
       end
     end
     local adopted = 0
-    if code ~= E.OK and radix_on == 1 then
+    if code == 'again' then
+      code = E.OK
+      for j, rep in ipairs(store_replicas(f[2])) do
+        ids[j] = rep.id
+      end
+    elseif code ~= E.OK and radix_on == 1 then
       adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
     table.insert(out, { code, msg, ids, adopted })

@@ -1,12 +1,15 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- radix_repair: fsck --repair steps inside one shard.
 -- "collapse": delete a node with no keys and no children (and cascade as radix_unregister);
--- "leaf": put a node in or out of the leaf index according to its keys and children.
+-- "leaf": put a node in or out of the leaf index according to its keys and children;
+-- "unparent:<parent>": break a parent cycle at this node: it forgets its parent (if that is
+-- still <parent>) and becomes a root; the parent's edge is dropped by the continuation.
 -- Dangling edges are dropped with radix_unlink (generation-checked), not here.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (operation, node hash).
 -- Returns: {repaired count, {continuation...}} as radix_unregister.
 -- Errors: none (unknown operations are ignored and not counted).
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
@@ -22,6 +25,13 @@ each_group(function(tag, shard, n)
     elseif op == 'leaf' then
       radix_refresh_leaf(tag, h)
       fixed = fixed + 1
+    elseif string.sub(op, 1, 9) == 'unparent:' then
+      local f = redis.call('HMGET', K.node(tag, h), 'p', 'ps', 'g')
+      if f[1] and f[1] ~= '' and f[1] == string.sub(op, 10) then
+        redis.call('HSET', K.node(tag, h), 'p', '', 'ps', '-1', 'g', '0')
+        table.insert(conts, { f[1], f[2], h, f[3] })
+        fixed = fixed + 1
+      end
     end
   end
 end)

@@ -24,6 +24,7 @@ each_group(function(tag, shard, n)
       local okey = K.obj(tag, key)
       if redis.call('EXISTS', okey) == 1 then
         redis.call('HDEL', okey, 'rad')
+        radix_lost_object(tag, shard, h, conts, now_ms())
       end
     end
     removed = removed + gone

@@ -5,6 +5,7 @@
 -- ARGV: segment id, client id ('' = whatever client).
 -- Returns: 1 if dropped, 0 otherwise.
 -- Errors: none.
+-- Idempotent: yes.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua

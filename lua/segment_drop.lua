@@ -4,12 +4,14 @@
 -- without a replica is erased and unregistered from the radix index). A record whose owner does
 -- not reference it (a put between reserve and commit) is vetoed: put_start refuses to commit it.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: group count, then per group: anchor, shard index, n, then n items (key, segment id, offset, put id).
+-- ARGV: group count, then per group: anchor, shard index, n, then n items (key, segment id,
+--       offset (u64 hex), put id).
 -- Returns: {replicas dropped, objects erased, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include radix.lua
 --!include store.lua
 
@@ -17,13 +19,13 @@ local now = now_ms()
 local dropped, erased, conts, frees = 0, 0, {}, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
-    local key, seg, off, pid = arg(), arg(), argn(), arg()
+    local key, seg, off, pid = arg(), arg(), arg(), arg()
     local okey = K.obj(tag, key)
     local f = redis.call('HMGET', okey, 'r', 'pid')
     local keep, hit = {}, false
     if f[2] == pid then
       for _, rep in ipairs(store_replicas(f[1])) do
-        if rep.seg == seg and tonumber(rep.off) == off then
+        if rep.seg == seg and rep.off == off then
           hit = true
         else
           table.insert(keep, rep)
@@ -31,7 +33,7 @@ each_group(function(tag, shard, n)
       end
     end
     if not hit then
-      redis.call('ZADD', K.veto(tag), now, seg .. '|' .. string.format('%d', off) .. '|' .. pid)
+      redis.call('ZADD', K.veto(tag), now, seg .. '|' .. off .. '|' .. pid)
     else
       dropped = dropped + 1
       if #keep == 0 then

@@ -4,11 +4,13 @@
 --       cluster (the script reads every anchor from ARGV).
 -- ARGV: group count, then per group: anchor, 0.
 -- Returns: per group: {} if unknown, else {name, base, size, te_endpoint, protocol, client_id,
---          allocated, mounted, alloc record count, pending count}.
+--          allocated, mounted, alloc record count, pending count}; base, size and allocated
+--          are u64 hex.
 -- Errors: none.
 --!include keys.lua
 --!include errors.lua
 --!include common.lua
+--!include u64.lua
 --!include alloc.lua
 
 local out = {}

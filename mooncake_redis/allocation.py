@@ -16,7 +16,7 @@ from typing import Any
 from .errors import MooncakeError
 from .models import ReplicateConfig
 from .radix import RadixMixin
-from .records import FreePair, _s, parse_entry
+from .records import FreePair, _s, from_u64hex, parse_entry, u64hex
 
 SEGMENT_CACHE_S = 0.5  # how long a worker trusts its copy of the segment registry
 
@@ -44,7 +44,7 @@ class AllocationMixin(RadixMixin):
     async def _segment_ids(self, refresh: bool = False) -> list[str]:
         now = time.monotonic()
         if refresh or self._seg_cache is None or now - self._seg_cache_at > SEGMENT_CACHE_S:
-            raw = await self.backend.client.hkeys(self.keys.global_key("segments"))
+            raw = await self.backend.command("HKEYS", self.keys.global_key("segments"))
             self._seg_cache = sorted(_s(x) for x in raw)
             self._seg_cache_at = now
         return list(self._seg_cache)
@@ -148,7 +148,7 @@ class AllocationMixin(RadixMixin):
                     (
                         p.key,
                         p.pid,
-                        p.size,
+                        u64hex(p.size),
                         p.cfg.replica_num - len(p.reps),
                         random.randrange(len(anchors)),
                         len(pref),
@@ -160,10 +160,10 @@ class AllocationMixin(RadixMixin):
             for p, got in zip(part, per_item):
                 for kidx, off, base, ep, proto, name in got:
                     p.reps.append(
-                        {
+                        {  # u64 values as hex strings: cjson must never see them as numbers
                             "seg": seg_ids[int(kidx) - 1],
-                            "off": int(off),
-                            "len": p.size,
+                            "off": _s(off),
+                            "len": u64hex(p.size),
                             "base": _s(base),
                             "ep": _s(ep),
                             "proto": _s(proto),
@@ -171,7 +171,7 @@ class AllocationMixin(RadixMixin):
                             "ms": int(now),
                         }
                     )
-                p.maxsize = max(int(maxsize), p.maxsize)
+                p.maxsize = max(from_u64hex(maxsize), p.maxsize)
 
     async def _free_reservations(self, puts: Sequence[_Put]) -> None:
         by_seg: dict[str, list[Any]] = {}
@@ -187,7 +187,7 @@ class AllocationMixin(RadixMixin):
         by_seg: dict[str, list[Any]] = {}
         for _, entry in frees:
             seg, off, pid = parse_entry(entry)
-            by_seg.setdefault(seg, []).extend((off, pid))
+            by_seg.setdefault(seg, []).extend((u64hex(off), pid))
         valid = []
         for seg, data in by_seg.items():
             try:

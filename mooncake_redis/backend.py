@@ -4,11 +4,17 @@ Scripts run by EVALSHA; on NOSCRIPT (after ``SCRIPT FLUSH``, a restart or a fail
 falls back to EVAL, which also re-caches the script, so a running worker never breaks. On a
 cluster, a batch is split per node: each call carries only keys of slots that node serves and is
 sent there explicitly; a slot move (MOVED/ASK/TRYAGAIN) refreshes the map and regroups.
+
+Redis errors become Mooncake codes here, in one place (:func:`map_redis_error`): unreachable is
+RPC_FAIL, out of memory is NO_AVAILABLE_HANDLE (HTTP 507). A connection lost mid-call (after a
+Redis restart every pooled connection is dead) drops the idle connections and resends the call
+once when the step is idempotent (its header says so, or it writes nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -24,6 +30,7 @@ from redis.exceptions import (
     NoScriptError,
     OutOfMemoryError,
     RedisClusterException,
+    ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -35,6 +42,72 @@ from .lua_loader import LuaScript, load_all
 T = TypeVar("T")
 _FAKE_SERVERS: dict[str, Any] = {}
 _FAKE_LOCK = threading.Lock()
+
+
+URL_SCHEMES = (
+    "redis",
+    "rediss",
+    "redis+cluster",
+    "rediss+cluster",
+    "unix",
+    "fakeredis",
+    "fakeredis+tcp",
+)
+
+
+def check_url(url: str) -> str:
+    """Refuses a malformed Redis URL instead of letting redis-py fall back to localhost:6379
+    (``redis:/host:port``, one slash, parses as a path and used to do exactly that)."""
+
+    def bad(why: str) -> MooncakeError:
+        return MooncakeError(ErrorCode.INVALID_PARAMS, f"Redis URL {redact(url)!r}: {why}")
+
+    if not isinstance(url, str) or "://" not in url:
+        raise bad("expected scheme://..., e.g. redis://127.0.0.1:6379")
+    parts = urlsplit(url)
+    if parts.scheme not in URL_SCHEMES:
+        raise bad(f"unsupported scheme {parts.scheme!r} (one of {', '.join(URL_SCHEMES)})")
+    if parts.scheme == "fakeredis":
+        return url
+    if parts.scheme == "unix":
+        if not parts.path or parts.netloc:
+            raise bad("expected unix:///path/to/redis.sock")
+        return url
+    if not parts.hostname:
+        raise bad("no host (expected redis://host:port[/db])")
+    try:
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise bad(f"bad port: {exc}") from None
+    path = parts.path.strip("/")
+    if path and not path.isdigit():
+        raise bad(f"the path must be a database number, got {parts.path!r}")
+    if path and "cluster" in parts.scheme and path != "0":
+        raise bad("a cluster has only database 0")
+    return url
+
+
+def map_redis_error(exc: BaseException, what: str) -> MooncakeError | None:
+    """The one mapping of a Redis failure to a Mooncake error (None: not a Redis failure)."""
+    if isinstance(exc, MooncakeError):
+        return exc
+    if isinstance(exc, OutOfMemoryError) or (isinstance(exc, ResponseError) and _is_oom(exc)):
+        # Redis refused a write before running it (a script's shebang makes it check).
+        return MooncakeError(
+            ErrorCode.NO_AVAILABLE_HANDLE,
+            f"Redis is out of memory (maxmemory reached); {what} refused: {exc}",
+        )
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError)):
+        # Mooncake's code for "the master could not be reached". A timeout or a connection
+        # lost mid-call leaves the outcome unknown: every step is atomic and safe to retry.
+        return MooncakeError(
+            ErrorCode.RPC_FAIL, f"Redis unavailable during {what}: {type(exc).__name__}: {exc}"
+        )
+    return None
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return str(exc).startswith("OOM ") or "-OOM" in str(exc)
 
 
 def redact(url: str) -> str:
@@ -97,13 +170,19 @@ class Backend:
         self.url = url
         self.scripts: dict[str, LuaScript] = load_all()
         self._with_shebang = not fake
+        # Set when this process finds the namespace recorded with other settings (Redis
+        # restarted empty and another process recorded its own): every call is refused.
+        self.refused: MooncakeError | None = None
+        # Awaited when Redis refuses a write for lack of memory (the service raises the
+        # durable eviction request); errors in it are ignored.
+        self.on_oom: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Backend:
         """``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` (``rediss+cluster://``),
         ``fakeredis://[name]`` for the embedded in-process store, or ``fakeredis+tcp://host:port``
         for an embedded store served over TCP to several processes."""
-        scheme = urlsplit(url).scheme
+        scheme = urlsplit(check_url(url)).scheme
         opts = {"decode_responses": False, "health_check_interval": 0, **kwargs}
         if scheme == "fakeredis":
             import fakeredis
@@ -148,12 +227,15 @@ class Backend:
         random, and the shebang flags are only checked against declared keys."""
         if not keys:
             raise MooncakeError(ErrorCode.INTERNAL_ERROR, f"script {name} called with no keys")
+        if self.refused is not None:
+            raise self.refused
         script = self.scripts[name]
         sha = script.sha(self._with_shebang)
         extra: dict[str, Any] = {}
         if self.cluster:
             extra["target_nodes"] = node if node is not None else self.node_of(keys[0])
-        try:
+
+        async def run() -> Any:
             try:
                 return await self.client.execute_command(
                     "EVALSHA", sha, len(keys), *keys, *args, **extra
@@ -163,19 +245,52 @@ class Backend:
                 return await self.client.execute_command(
                     "EVAL", src, len(keys), *keys, *args, **extra
                 )
-        except OutOfMemoryError as exc:
-            # Redis refused a write script before running it (the shebang makes it check).
-            raise MooncakeError(
-                ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS,
-                f"Redis is out of memory (maxmemory reached); {name} refused: {exc}",
-            ) from exc
-        except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
-            # Mooncake's code for "the master could not be reached". A timeout or a connection
-            # lost mid-call leaves the outcome unknown: every step is atomic and safe to retry.
-            raise MooncakeError(
-                ErrorCode.RPC_FAIL,
-                f"Redis unavailable during {name}: {type(exc).__name__}: {exc}",
-            ) from exc
+
+        return await self._mapped(name, run, script.idempotent, extra.get("target_nodes"))
+
+    async def command(self, *args: Any, idempotent: bool = True, node: Any = None) -> Any:
+        """A plain Redis command, with the error mapping and the resend of :meth:`call`."""
+        if self.refused is not None:
+            raise self.refused
+        extra = {"target_nodes": node} if self.cluster and node is not None else {}
+
+        async def run() -> Any:
+            return await self.client.execute_command(*args, **extra)
+
+        return await self._mapped(str(args[0]), run, idempotent, node)
+
+    async def _mapped(
+        self, what: str, run: Callable[[], Awaitable[Any]], idempotent: bool, node: Any
+    ) -> Any:
+        try:
+            try:
+                return await run()
+            except RedisConnectionError:
+                if not idempotent:
+                    raise
+                # A lost connection: after a Redis restart every idle pooled connection is
+                # dead too. Drop them, then resend this idempotent step once.
+                await self._drop_idle_connections(node)
+                return await run()
+        except (MovedError, AskError, TryAgainError, ClusterDownError):
+            raise  # per_node regroups these
+        except Exception as exc:
+            mapped = map_redis_error(exc, what)
+            if mapped is None or mapped is exc:
+                raise
+            if mapped.code == ErrorCode.NO_AVAILABLE_HANDLE and self.on_oom is not None:
+                with contextlib.suppress(Exception):
+                    await self.on_oom()
+            raise mapped from exc
+
+    async def _drop_idle_connections(self, node: Any) -> None:
+        with contextlib.suppress(Exception):
+            if self.cluster:
+                nodes = [node] if isinstance(node, ClusterNode) else self.client.get_nodes()
+                for n in nodes:
+                    await n.disconnect_free_connections()
+            elif not self.fake:
+                await self.client.connection_pool.disconnect(inuse_connections=False)
 
     async def load_scripts(self) -> None:
         """Preload every script (``/ready`` reports it); EVALSHA falls back anyway."""
@@ -238,5 +353,5 @@ class Backend:
         raise AssertionError("unreachable")
 
     async def time_ms(self) -> int:
-        sec, usec = await self.client.time()
+        sec, usec = await self.command("TIME")
         return int(sec) * 1000 + int(usec) // 1000

@@ -9,7 +9,9 @@ Probes (used by tests and by the chaos run):
 The chaos run (:func:`run_chaos`; ``mooncake-redis chaos`` in :mod:`.chaos_cli`) runs worker
 processes and the evictor against a real Redis or Redis Cluster, SIGKILLs one of them every few
 seconds and restarts it, under mixed load with memory pressure, and ends with fsck and a count
-of operations, kills, violations and losses.
+of operations, kills, violations and losses. With ``outages`` / ``oom_phases`` it runs its own
+redis-server and takes it down, or fills it to maxmemory, for longer than the client ttl
+(chaos_phases.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
 
+from .chaos_phases import PhaseState, private_redis, run_phases, schedule
 from .server.fleet import WorkerFleet
 
 if TYPE_CHECKING:
@@ -132,6 +135,22 @@ class ChaosOptions:
     num_shards: int = 16
     seed: int = 0
     window_s: float = 5.0  # latency windows for the p99 drift
+    outages: int = 0  # Redis outages (a private redis-server, killed and restarted from AOF)
+    oom_phases: int = 0  # spells at maxmemory (a private redis-server)
+    phase_s: float = 0.0  # length of each phase; 0: 2.5 client ttls
+    client_live_ttl_ms: int = 0  # 0: 600 s, or 2 s when phases run (shorter than a phase)
+
+    @property
+    def private(self) -> bool:
+        return self.outages > 0 or self.oom_phases > 0
+
+    @property
+    def client_ttl_ms(self) -> int:
+        return self.client_live_ttl_ms or (2000 if self.private else 600_000)
+
+    @property
+    def phase_seconds(self) -> float:
+        return self.phase_s or 2.5 * self.client_ttl_ms / 1000
 
 
 @dataclass
@@ -140,6 +159,9 @@ class ChaosReport:
     ops: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     interrupted_by_kills: int = 0  # in-flight calls a killed worker never answered
+    phases: list[dict[str, Any]] = field(default_factory=list)  # Redis outages and OOM spells
+    segments_mounted: int = 0  # at the end: 2 unless a client was expired
+    refused_in_phases: int = 0  # calls a phase refused (RPC_FAIL in outages, -200 at OOM)
     kills: dict[str, int] = field(default_factory=dict)
     restarts: int = 0
     acked_complete: int = 0
@@ -181,7 +203,7 @@ class _Fleet(WorkerFleet):
             env={
                 "MOONCAKE_REDIS_EVICTION_HIGH_WATERMARK_RATIO": "0.8",
                 "MOONCAKE_REDIS_EVICTION_RATIO": "0.2",
-                "MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS": "600000",
+                "MOONCAKE_REDIS_CLIENT_LIVE_TTL_MS": str(opts.client_ttl_ms),
                 "MOONCAKE_REDIS_EVICTOR_LEASE_TTL_MS": "1000",
                 "MOONCAKE_REDIS_DEFAULT_KV_LEASE_TTL_MS": "200",
                 "MOONCAKE_REDIS_ALLOC_COMMIT_DEADLINE_MS": "2000",
@@ -200,6 +222,8 @@ class _Ledger:
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
     interrupted: int = 0
+    refused_in_phases: int = 0
+    phase: PhaseState = field(default_factory=PhaseState)
 
     def op(self, name: str, t0: float) -> None:
         now = time.monotonic()
@@ -259,7 +283,9 @@ async def _lane(
                 ok: list[str] = []
                 for k, r in zip(keys, res):
                     if isinstance(r, MooncakeError):
-                        if int(r.code) not in _EXPECTED["batch_put_start"]:
+                        if ledger.phase.expected(int(r.code)):
+                            ledger.refused_in_phases += 1
+                        elif int(r.code) not in _EXPECTED["batch_put_start"]:
                             ledger.error(f"batch_put_start:{r.code.name}")
                         break
                     ok.append(k)
@@ -279,6 +305,8 @@ async def _lane(
                         # Sent again after a kill cut the first attempt: that one completed the
                         # object (lease 0) and eviction took it before the second arrived.
                         ledger.interrupted += 1
+                    elif ledger.phase.expected(int(e.code)):
+                        ledger.refused_in_phases += 1
                     else:
                         ledger.error(f"batch_put_end:{e.code.name}")
                 chain.extend(k[:64] for k in ok)
@@ -302,7 +330,9 @@ async def _lane(
                     await c.batch_register_radix_tree_node([(root, "", [root])])
                     ledger.op("register", t0)
             except MooncakeError as exc:
-                if exc.code == ErrorCode.RPC_FAIL and killing:
+                if ledger.phase.expected(int(exc.code)):
+                    ledger.refused_in_phases += 1  # what a Redis outage or OOM phase does
+                elif exc.code == ErrorCode.RPC_FAIL and killing:
                     # The worker serving this request was killed with it in flight; the
                     # client does not resend a call that may have been applied.
                     ledger.interrupted += 1
@@ -325,8 +355,12 @@ async def _pinger(urls: list[str], stop_at: float) -> None:
 
 
 async def _redis_used_memory(service: MasterService) -> int:
-    client = service.backend.client
-    if service.backend.cluster:
+    return await _used_memory(service.backend)
+
+
+async def _used_memory(backend: Any) -> int:
+    client = backend.client
+    if backend.cluster:
         infos = await client.info("memory", target_nodes=client.get_primaries())
         return sum(int(v["used_memory"]) for v in infos.values())
     return int((await client.info("memory"))["used_memory"])
@@ -344,6 +378,10 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         opts.namespace = "chaos" + uuid.uuid4().hex[:8]
     say = progress or (lambda msg: None)
     rng = random.Random(opts.seed)
+    server = None
+    if opts.private:  # outages and OOM only ever on a Redis of the run's own
+        server = await asyncio.to_thread(private_redis)
+        opts.redis_url = server.url
     rep = ChaosReport(options=asdict(opts))
     t_start = time.monotonic()
     cfg = Config(namespace=opts.namespace, num_shards=opts.num_shards, enable_radix_tree=True)
@@ -372,8 +410,31 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
             for i in range(opts.lanes)
         ]
         tasks.append(asyncio.create_task(_pinger(fleet.urls, stop_at)))
+        if server is not None:
+            kinds = schedule(opts.outages, opts.oom_phases)
+            t0, length = time.monotonic(), opts.phase_seconds
+            tasks.append(
+                asyncio.create_task(
+                    run_phases(
+                        server,
+                        ledger.phase,
+                        kinds,
+                        t0,
+                        opts.duration_s,
+                        t_start,
+                        length,
+                        length,
+                        say,
+                        lambda: _revive(fleet, ledger.phase),
+                    )
+                )
+            )
         while opts.kill_every_s > 0 and time.monotonic() + opts.kill_every_s < stop_at:
             await asyncio.sleep(opts.kill_every_s * rng.uniform(0.5, 1.5))
+            while ledger.phase.active():  # a restarted process needs Redis to start
+                await asyncio.sleep(0.2)
+            if time.monotonic() >= stop_at:
+                break
             victim = rng.randrange(opts.workers + 1)
             if victim == opts.workers:
                 assert fleet.evictor is not None
@@ -388,11 +449,12 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
                 proc.wait(10)
                 fleet.start_worker(victim)
                 rep.kills["worker"] = rep.kills.get("worker", 0) + 1
-                await fleet.wait_ready(victim)
+                await _until_ready(fleet, victim, ledger.phase)
             rep.restarts += 1
             say(f"t={time.monotonic() - t_start:5.1f}s kills={sum(rep.kills.values())} "
                 f"ops={sum(ledger.ops.values())}")  # fmt: skip
         await asyncio.gather(*tasks)
+        await _revive(fleet, ledger.phase)  # a process restarted just before a phase began
         fleet.stop_all()
         # Recovery, as the next janitor / evictor / operator would run it.
         report = await fsck(svc)
@@ -433,6 +495,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         rep.lost_objects = max(0, rep.disappeared - rep.evicted_total)
         rep.ops = dict(sorted(ledger.ops.items()))
         rep.errors = dict(sorted(ledger.errors.items()))
+        rep.phases = ledger.phase.log
+        rep.refused_in_phases = ledger.refused_in_phases
+        rep.segments_mounted = sum(1 for s in await svc.segment_stats() if s.mounted)
         rep.interrupted_by_kills = ledger.interrupted
         rep.p99_ms_by_window = _p99_windows(ledger.latencies, opts.window_s)
         rep.redis_used_memory = {"before": mem0, "after": await _redis_used_memory(svc)}
@@ -441,6 +506,33 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         fleet.stop_all()
         rep.seconds = round(time.monotonic() - t_start, 1)
         await svc.aclose()
+        if server is not None:
+            server.stop(kill=True)
+
+
+async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
+    """A restarted worker cannot start while a Redis phase holds Redis down: start it again."""
+    for _ in range(10):
+        try:
+            await fleet.wait_ready(i)
+            return
+        except RuntimeError:
+            while phase.active():
+                await asyncio.sleep(0.2)
+            fleet.start_worker(i)
+    await fleet.wait_ready(i)
+
+
+async def _revive(fleet: _Fleet, phase: PhaseState) -> None:
+    """Restarts processes that exited (an evictor started just before an outage)."""
+    while phase.active():
+        await asyncio.sleep(0.2)
+    if fleet.evictor is not None and fleet.evictor.poll() is not None:
+        fleet.start_evictor()
+    for i, proc in enumerate(fleet.workers):
+        if proc is not None and proc.poll() is not None:
+            fleet.start_worker(i)
+            await _until_ready(fleet, i, phase)
 
 
 async def _evicted_total(service: MasterService) -> int:
@@ -462,19 +554,24 @@ def _p99_windows(lat: list[tuple[float, float]], window: float) -> list[float]:
 
 
 async def _memory_of(url: str) -> int:
-    from . import Config, MasterService
+    from .backend import Backend
 
-    svc = await MasterService.from_url(url, Config(namespace="chaosmem", num_shards=16))
+    backend = Backend.from_url(url)
     try:
-        return await _redis_used_memory(svc)
+        await backend.connect()
+        return await _used_memory(backend)
     finally:
-        await svc.aclose()
+        await backend.aclose()
 
 
 async def _drop_namespace(url: str, namespace: str) -> None:
     from . import Config, MasterService
+    from .errors import MooncakeError
 
-    svc = await MasterService.from_url(url, Config(namespace=namespace, num_shards=16))
+    try:
+        svc = await MasterService.from_url(url, Config(namespace=namespace), create=False)
+    except MooncakeError:
+        return  # never created (or already dropped)
     try:
         client = svc.backend.client
         for k in await namespace_keys(svc):

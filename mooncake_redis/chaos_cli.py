@@ -8,7 +8,13 @@ import json
 from typing import Any
 
 from .chaos import ChaosOptions, ChaosReport, _drop_namespace, _memory_of, run_chaos
-from .cli_common import add_redis_url, non_negative_float, positive_float, positive_int
+from .cli_common import (
+    add_redis_url,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 DESCRIPTION = """Kill and restart worker processes and the evictor under load, then count.
 
@@ -17,8 +23,10 @@ fresh namespace, removed afterwards unless --keep), runs --lanes client lanes of
 reads, removes and registrations with memory pressure for --duration seconds, SIGKILLs a random
 process about every --kill-every seconds and restarts it; then recovers (janitor, evictor
 journal, fsck repair) and reports operations, kills, invariant violations and lost objects.
-Exit 0 only when there were no violations, no losses and no unexpected errors. Needs a Redis
-server (loopback): the processes share the store."""
+With --outages / --oom-phases it runs its own redis-server (AOF on) and takes it down (SIGKILL,
+restart from AOF) or fills it to maxmemory, each for longer than the client ttl, between kills.
+Exit 0 only when there were no violations, no losses, no unexpected errors and both segments
+are still mounted. Needs a Redis server (loopback): the processes share the store."""
 
 
 def register(subparsers: Any) -> None:
@@ -48,6 +56,30 @@ def register(subparsers: Any) -> None:
         default=d.capacity_objects,
         help="objects both segments hold together (memory pressure for the evictor)",
     )
+    p.add_argument(
+        "--outages",
+        type=non_negative_int,
+        default=0,
+        help="Redis outages (runs its own redis-server: SIGKILL, restart from AOF)",
+    )
+    p.add_argument(
+        "--oom-phases",
+        type=non_negative_int,
+        default=0,
+        help="spells at maxmemory (its own redis-server)",
+    )
+    p.add_argument(
+        "--phase-seconds",
+        type=non_negative_float,
+        default=0.0,
+        help="length of a phase (0: 2.5 client ttls)",
+    )
+    p.add_argument(
+        "--client-ttl-ms",
+        type=non_negative_int,
+        default=0,
+        help="client_live_ttl_ms of the workers (0: 600000, or 2000 with phases)",
+    )
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the load and the kills")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--keep", action="store_true", help="keep the namespace's keys afterwards")
@@ -63,7 +95,8 @@ def _main(args: argparse.Namespace) -> int:
     from .errors import ErrorCode, MooncakeError
 
     url = redis_url(args.redis_url)
-    if url.startswith("fakeredis"):
+    private = bool(args.outages or args.oom_phases)  # the run starts a redis-server of its own
+    if url.startswith("fakeredis") and not private:
         raise MooncakeError(
             ErrorCode.INVALID_PARAMS,
             "chaos needs a Redis server that its worker processes share (the embedded store "
@@ -79,15 +112,19 @@ def _main(args: argparse.Namespace) -> int:
         kill_every_s=args.kill_every,
         capacity_objects=args.capacity_objects,
         seed=args.seed,
+        outages=args.outages,
+        oom_phases=args.oom_phases,
+        phase_s=args.phase_seconds,
+        client_live_ttl_ms=args.client_ttl_ms,
     )
 
     async def go() -> ChaosReport:
         try:
             rep = await run_chaos(opts, progress=lambda m: console.print(f"[dim]{escape(m)}[/dim]"))
         finally:
-            if not args.keep:
+            if not args.keep and not opts.private:  # a private Redis is gone already
                 await _drop_namespace(opts.redis_url, opts.namespace)
-        if not args.keep:
+        if not args.keep and not opts.private:
             rep.redis_used_memory["after_drop"] = await _memory_of(opts.redis_url)
         return rep
 
@@ -105,6 +142,10 @@ def _main(args: argparse.Namespace) -> int:
         ("restarts", rep.restarts),
         ("errors", d["total_errors"]),
         ("calls cut by a kill (not resent)", rep.interrupted_by_kills),
+        ("Redis phases (outage / OOM, seconds each)",
+         ", ".join(f"{p['kind']} {p['seconds']}" for p in rep.phases) or "-"),
+        ("calls refused by a phase", rep.refused_in_phases),
+        ("segments still mounted (of 2)", rep.segments_mounted),
         ("acknowledged COMPLETE objects", rep.acked_complete),
         ("removed by the load (+ cut by a kill)", f"{rep.removed} (+{rep.removes_cut_by_kills})"),
         ("gone otherwise / evicted (counter)", f"{rep.disappeared} / {rep.evicted_total}"),
@@ -124,5 +165,5 @@ def _main(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(d, f, indent=2)
-    bad = d["violation_count"] or rep.lost_objects or d["total_errors"]
+    bad = d["violation_count"] or rep.lost_objects or d["total_errors"] or rep.segments_mounted < 2
     return 1 if bad else 0

@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ErrorCode, MooncakeError
 
 ENV_PREFIX = "MOONCAKE_REDIS_"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: u64 values as fixed-width hex (offsets, lengths, bases, sizes)
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")
@@ -37,6 +37,14 @@ class Config:
     eviction_ratio: float = 0.05
     eviction_high_watermark_ratio: float = 0.95  # HEAD: 0.90
     client_live_ttl_ms: int = 10_000
+    # UnmountSegment ownership: Mooncake lets any caller unmount any segment (off, the default,
+    # for drop-in compatibility); on, only the client that mounted a segment may unmount it.
+    unmount_check_owner: bool = False
+    # The service's own heartbeat (pings, mounts, workers' ticks): a pause longer than this
+    # (a Redis outage, a restart from AOF, every worker down) restarts every client's clock, so
+    # that no client is expired for a silence the service could not hear. Capped at half the
+    # client ttl (see heartbeat_gap).
+    heartbeat_gap_ms: int = 3_000
 
     # Input limits.
     max_key_length: int = 4096
@@ -48,6 +56,11 @@ class Config:
     # an orphan) and roll back a block accepted only in part, so the store never holds orphans or
     # partial blocks. Off = the RFC's plain Path A (a child may arrive before its parent).
     radix_put_guard: bool = True
+    # Orphaned subtrees (their parent block's objects were removed, revoked, unmounted): never a
+    # prefix hit again. "first": every eviction pass takes them before any other leaf;
+    # "eager": also removed at the next janitor interval without memory pressure (they go
+    # with their parent).
+    orphan_eviction: str = "first"
     # Radix index maintenance.
     dangling_edge_grace_ms: int = 60_000
     # Eviction scoring among leaves: "lru" (lease order, as Mooncake) or "lru-freq".
@@ -59,6 +72,9 @@ class Config:
     radix_eviction_target: str = "watermark"
     # Upper bound on items one script call handles; callers loop.
     script_batch_size: int = 256
+    # A batch put reserves and commits this many keys at a time (any batch size succeeds: no
+    # reservation waits past alloc_commit_deadline_ms for the rest of its batch).
+    batch_chunk_size: int = 2048
 
     # Coordination (evictor and janitor lease) and allocation safety windows.
     evictor_lease_ttl_ms: int = 3_000
@@ -97,12 +113,24 @@ class Config:
                 raise bad("key_hash_pattern", "needs exactly one capturing group")
         if self.alloc_reclaim_grace_ms <= self.alloc_commit_deadline_ms:
             raise bad("alloc_reclaim_grace_ms", "must exceed alloc_commit_deadline_ms")
+        if self.orphan_eviction not in ("first", "eager"):
+            raise bad("orphan_eviction", "first or eager")
         if self.radix_eviction_target not in RADIX_EVICTION_TARGETS:
             raise bad("radix_eviction_target", f"one of {', '.join(RADIX_EVICTION_TARGETS)}")
+        if self.heartbeat_gap_ms < 1 or self.client_live_ttl_ms < 1:
+            raise bad("heartbeat_gap_ms", "it and client_live_ttl_ms must be positive")
+        if self.batch_chunk_size < 1:
+            raise bad("batch_chunk_size", "must be positive")
         if self.script_batch_size < 1:
             raise bad("script_batch_size", "must be positive")
         if self.wire_parent_hint_ttl_ms < 1:
             raise bad("wire_parent_hint_ttl_ms", "must be positive")
+
+    @property
+    def heartbeat_gap(self) -> int:
+        """The gap in ms that restarts client clocks: below the client ttl, so that an outage
+        too short to restart them is also too short to expire anyone."""
+        return max(1, min(self.heartbeat_gap_ms, self.client_live_ttl_ms // 2))
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

@@ -29,12 +29,15 @@ class Problem:
     detail: str
     age_ms: int | None = None
     repaired: bool = False
+    members: list[str] = field(default_factory=list)  # a cycle's nodes
 
 
 @dataclass
 class FsckReport:
     counts: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    # What one check read and another needs (radix nodes, stored object keys); not reported.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def clean(self) -> bool:
@@ -128,6 +131,7 @@ async def _confirm_leaf_index(service: MasterService, report: FsckReport) -> Non
 
 async def check_radix(service: MasterService, report: FsckReport, now: int) -> None:
     nodes = await load_nodes(service)
+    report.cache["nodes"] = nodes
     leaves = await load_leaves(service)
     report.counts.update(
         nodes=len(nodes),
@@ -180,7 +184,13 @@ async def check_radix(service: MasterService, report: FsckReport, now: int) -> N
         cur: str | None = h
         while cur and cur in nodes and cur not in depth:
             if cur in seen:
-                report.add("cycle", cur, "parent chain cycles: " + " -> ".join([*path, cur]))
+                ring = path[path.index(cur) :]
+                # Repair breaks it at the newest link (most likely the one that closed it).
+                newest = max(ring, key=lambda x: (nodes[x].link_generation, x))
+                found = report.add(
+                    "cycle", newest, "parent chain cycles: " + " -> ".join([*path, cur])
+                )
+                found.members = ring
                 for x in path:
                     depth[x] = -1
                 break
@@ -191,6 +201,46 @@ async def check_radix(service: MasterService, report: FsckReport, now: int) -> N
         for i, x in enumerate(reversed(path)):
             depth.setdefault(x, base + i + 1)
     report.counts["max_depth"] = max(depth.values(), default=0)
+
+
+async def check_orphans(service: MasterService, report: FsckReport, now: int) -> None:
+    """Orphans: objects of a node whose parent block has no object (the block was removed,
+    revoked, unmounted, or its client expired; or, with the put guard off, never stored).
+    Counted, never a problem in itself (explicit removes may leave them; eviction takes them
+    first). The shards' orphan index is kept by the erase and put steps; roots it misses (a
+    crash between an erase and its mark, the guard off, Path B parents without objects) and
+    marks it keeps wrongly are counted too, and ``--repair`` fixes both."""
+    nodes: dict[str, RadixNode] = report.cache.get("nodes", {})
+    objects: set[str] = report.cache.get("objects", set())
+    stored = {h for h, n in nodes.items() if any(k in objects for k in n.keys)}
+    roots = {
+        h
+        for h in stored
+        if nodes[h].parent_prefix_hash and nodes[h].parent_prefix_hash not in stored
+    }
+    below: set[str] = set()
+    todo = list(roots)
+    while todo:
+        h = todo.pop()
+        for c in nodes[h].children if h in nodes else []:
+            if c in nodes and c not in below and c not in roots:
+                below.add(c)
+                todo.append(c)
+    report.counts["orphans"] = sum(sum(k in objects for k in nodes[h].keys) for h in roots)
+    report.counts["orphan_roots"] = len(roots)
+    report.counts["orphaned_subtree_objects"] = report.counts["orphans"] + sum(
+        sum(k in objects for k in nodes[h].keys) for h in below
+    )
+    marked: set[str] = set()
+    for shard in range(service.keys.num_shards):
+        members = await service.backend.client.zrange(
+            service.keys.shard_key(shard, "orphans"), 0, -1
+        )
+        marked.update(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+    report.cache["orphan_unindexed"] = sorted(roots - marked)
+    report.cache["orphan_stale"] = sorted(marked - roots)
+    report.counts["orphan_roots_unindexed"] = len(roots - marked)
+    report.counts["orphan_marks_stale"] = len(marked - roots)
 
 
 async def repair_radix(service: MasterService, report: FsckReport, grace_ms: int) -> None:
@@ -211,6 +261,17 @@ async def repair_radix(service: MasterService, report: FsckReport, grace_ms: int
         elif p.kind == "leaf_index":
             collapse.append((service.keys.shard_of(p.node), ["leaf", p.node]))
             p.repaired = True
+        elif p.kind == "cycle":
+            # The node forgets its parent and becomes a root; the parent's edge goes.
+            [node] = await service.get_nodes([p.node])
+            if node is not None and node.parent_prefix_hash in p.members:
+                op = "unparent:" + node.parent_prefix_hash
+                collapse.append((service.keys.shard_of(p.node), [op, p.node]))
+                p.repaired = True
+    # The orphan index: mark the roots it misses, unmark what it keeps wrongly.
+    for op, name in (("orphan", "orphan_unindexed"), ("adopt", "orphan_stale")):
+        for h in report.cache.get(name, []):
+            unlinks.append((h, service.keys.shard_of(h), "", op))
     conts: list[Any] = []
     if collapse:
         for _, (_, cs) in await service.run_sharded("radix_repair", collapse):
@@ -228,7 +289,10 @@ async def fsck(
     await check_radix(service, report, now)
     for extra in EXTRA_CHECKS:
         await extra(service, report, now)
-    if repair and report.problems:
+    await check_orphans(service, report, now)
+    if repair and (
+        report.problems or report.cache.get("orphan_unindexed") or report.cache.get("orphan_stale")
+    ):
         await repair_radix(service, report, grace)
         for extra_repair in EXTRA_REPAIRS:
             await extra_repair(service, report, grace)

@@ -9,7 +9,7 @@ import itertools
 import json
 from typing import Any
 
-from .records import _s, parse_alloc_record, parse_entry
+from .records import _s, from_u64hex, parse_alloc_record, parse_entry
 
 
 async def check_store(service: Any, report: Any, now: int) -> None:
@@ -31,26 +31,24 @@ async def check_store(service: Any, report: Any, now: int) -> None:
         if not info:
             report.add("segment_without_allocator", seg_id, f"registry lists {seg_id} without info")
             continue
-        size = int(info["size"])
-        free = await client.zrange(keys.segment_key(seg_id, "free_off"), 0, -1, withscores=True)
-        flen = {
-            _s(m): int(sc)
-            for m, sc in await client.zrange(
-                keys.segment_key(seg_id, "free_len"), 0, -1, withscores=True
-            )
-        }
+        size = from_u64hex(info["size"])
+        # Free extents: free_off members are offset .. length, free_len members length ..
+        # offset (u64 hex, lexicographically ordered, score 0).
+        by_off = [_s(m) for m in await client.zrange(keys.segment_key(seg_id, "free_off"), 0, -1)]
+        by_len = [_s(m) for m in await client.zrange(keys.segment_key(seg_id, "free_len"), 0, -1)]
+        free = [(int(m[:16], 16), int(m[16:], 16)) for m in by_off]
+        if sorted(free) != sorted((int(m[16:], 16), int(m[:16], 16)) for m in by_len):
+            report.add("free_index", seg_id, "free_off and free_len members differ")
         allocs = {
-            int(_s(k)): parse_alloc_record(_s(v))
+            from_u64hex(k): parse_alloc_record(_s(v))
             for k, v in (await client.hgetall(keys.segment_key(seg_id, "alloc"))).items()
         }
         pending = {
-            int(_s(m)) for m in await client.zrange(keys.segment_key(seg_id, "pending"), 0, -1)
+            from_u64hex(m) for m in await client.zrange(keys.segment_key(seg_id, "pending"), 0, -1)
         }
         extents: list[tuple[int, int, str]] = []
-        if {_s(m) for m, _ in free} != set(flen):
-            report.add("free_index", seg_id, "free_off and free_len members differ")
-        for m, sc in free:
-            extents.append((int(sc), flen.get(_s(m), 0), "free"))
+        for off, length in free:
+            extents.append((off, length, "free"))
         for off, (length, _pid, _ms, owner) in allocs.items():
             extents.append((off, length, "alloc " + owner))
         extents.sort()
@@ -73,7 +71,7 @@ async def check_store(service: Any, report: Any, now: int) -> None:
             if a[0] + a[1] == b[0]:
                 report.add("free_not_coalesced", seg_id, f"free extents at {a[0]} and {b[0]} touch")
         total = sum(length for length, *_ in allocs.values())
-        if total != int(info.get("allocated", 0)):
+        if total != from_u64hex(info.get("allocated", "0")):
             report.add(
                 "allocated_bytes",
                 seg_id,
@@ -86,6 +84,8 @@ async def check_store(service: Any, report: Any, now: int) -> None:
     # Objects and scheduled frees, shard by shard.
     referenced: set[tuple[str, int, str]] = set()
     objects = 0
+    stored: set[str] = set()
+    report.cache["objects"] = stored
     for shard in range(keys.num_shards):
         for e in await client.lrange(keys.shard_key(shard, "outbox"), 0, -1):
             referenced.add(parse_entry(_s(e)))
@@ -99,13 +99,14 @@ async def check_store(service: Any, report: Any, now: int) -> None:
             if not obj:
                 report.add("object_index", key, "objects set lists a key without metadata")
                 continue
+            stored.add(key)
             if service.shard_of_key(key) != shard:
                 report.add("object_shard", key, f"object in shard {shard}, expected another")
             reps = json.loads(obj["r"]) if obj.get("r") else []
             if not reps:
                 report.add("object_without_replica", key, "object has no replica")
             for r in reps:
-                seg, off = str(r["seg"]), int(r["off"])
+                seg, off = str(r["seg"]), int(r["off"], 16)
                 referenced.add((seg, off, obj["pid"]))
                 s = segs.get(seg)
                 if s is None or s["info"].get("mounted") != "1":
@@ -114,7 +115,7 @@ async def check_store(service: Any, report: Any, now: int) -> None:
                     )
                     continue
                 rec = s["allocs"].get(off)
-                if rec is None or rec[1] != obj["pid"] or rec[0] != int(r["len"]):
+                if rec is None or rec[1] != obj["pid"] or rec[0] != int(r["len"], 16):
                     report.add(
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )

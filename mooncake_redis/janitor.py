@@ -28,19 +28,38 @@ class JanitorReport:
 
 
 class JanitorMixin(SegmentsMixin):
-    async def run_janitor_once(self, force: bool = False) -> JanitorReport:
-        """Client expiry, unfinished unmounts, stale puts, pending allocations, outbox drain.
-        At most once per ``janitor_interval_ms`` across all workers (SET NX PX on the global
-        janitor key) unless ``force``. Every step is safe to run concurrently with itself."""
-        if not force:
-            ok = await self.backend.client.set(
-                self.keys.global_key("janitor"),
+    async def heartbeat(self, hearing: bool | None = None, janitor_turn: bool = False) -> bool:
+        """The service's tick (every worker's janitor loop or evictor loop, about once per
+        janitor interval): records that the service hears (unless ``hearing`` is False: a
+        standalone evictor hears no client), records the namespace meta again if Redis lost it,
+        and refuses to go on when another process recorded other settings. With
+        ``janitor_turn``: whether this call won the janitor's turn (one run per interval)."""
+        hear = self.hears_clients if hearing is None else hearing
+        g = self.keys.global_key
+        *recorded, _now, _since, turn = await self.backend.call(
+            "service_tick",
+            [g("meta"), g("heartbeat"), g("janitor")],
+            [
+                *self.meta_argv(),
+                1 if hear else 0,
+                self.config.heartbeat_gap,
+                self.config.janitor_interval_ms if janitor_turn else 0,
                 uuid.uuid4().hex,
-                nx=True,
-                px=self.config.janitor_interval_ms,
-            )
-            if not ok:
-                return JanitorReport(ran=False)
+            ],
+        )
+        self.compare_meta(recorded)
+        return bool(int(turn))
+
+    async def run_janitor_once(
+        self, force: bool = False, hearing: bool | None = None
+    ) -> JanitorReport:
+        """A heartbeat, then client expiry, unfinished unmounts, stale puts, pending
+        allocations, outbox drain. At most once per ``janitor_interval_ms`` across all workers
+        (SET NX PX on the global janitor key) unless ``force``. Every step is safe to run
+        concurrently with itself."""
+        turn = await self.heartbeat(hearing, janitor_turn=not force)
+        if not force and not turn:
+            return JanitorReport(ran=False)
         rep = JanitorReport()
         await self.expire_clients(rep)
         await self.resume_unmounts(rep)
@@ -50,25 +69,25 @@ class JanitorMixin(SegmentsMixin):
         return rep
 
     async def expire_clients(self, rep: JanitorReport | None = None) -> int:
-        """Unmounts the segments of clients silent longer than client_live_ttl_ms."""
+        """Unmounts the segments of clients silent longer than client_live_ttl_ms of heard
+        time (a Redis outage or restart restarts every client's clock, see heartbeat.lua):
+        claim (their pings say NEED_REMOUNT, their mounts wait), unmount, forget."""
         rep = rep or JanitorReport()
         g = self.keys.global_key
-        now, segs, expired = await self.backend.call(
+        c = self.config
+        _now, segs, claimed, _hearing = await self.backend.call(
             "clients_expired",
-            [g("segments"), g("clients")],
-            [self.config.client_live_ttl_ms, self.config.script_batch_size],
+            [g("segments"), g("clients"), g("heartbeat"), g("expiring")],
+            [c.client_live_ttl_ms, c.heartbeat_gap, c.script_batch_size],
         )
+        rep.expired_clients += len(claimed)
         pairs = [(_s(segs[i]), _s(segs[i + 1])) for i in range(0, len(segs), 2)]
         for seg_id, _client in pairs:
-            await self.unmount_segment(seg_id)
+            await self._unmount(seg_id)
             rep.unmounted_segments += 1
-        if expired:
-            cutoff = int(now) - self.config.client_live_ttl_ms
-            rep.expired_clients += int(
-                await self.backend.call(
-                    "clients_remove", [g("clients")], [cutoff, *(_s(c) for c in expired)]
-                )
-            )
+        await self.backend.call(
+            "clients_remove", [g("expiring"), g("segments")], [c.script_batch_size]
+        )
         return rep.unmounted_segments
 
     async def resume_unmounts(self, rep: JanitorReport | None = None) -> None:
@@ -114,7 +133,7 @@ class JanitorMixin(SegmentsMixin):
         if not ids:
             return
         now = await self.backend.time_ms()
-        records: list[tuple[str, int, str, int, str]] = []  # seg, off, pid, ms, owner
+        records: list[tuple[str, str, str, int, str]] = []  # seg, off (u64 hex), pid, ms, owner
         for part, reply in await self._segment_groups(
             "alloc_pending",
             [(s, []) for s in ids],
@@ -123,7 +142,7 @@ class JanitorMixin(SegmentsMixin):
             for j, row in zip(part, reply):
                 for k in range(0, len(row), 2):
                     _, pid, ms, owner = parse_alloc_record(_s(row[k + 1]))
-                    records.append((ids[j], int(_s(row[k])), pid, ms, owner))
+                    records.append((ids[j], _s(row[k]), pid, ms, owner))
         if not records:
             return
         checks = await self.run_sharded_items(

@@ -26,6 +26,7 @@ SHARD_SUFFIXES: dict[str, str] = {
     "nodes": ":nodes",  # SET    every node hash of the shard
     "objects": ":objects",  # SET    every object key of the shard
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
+    "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
     "lru": ":lru",  # ZSET   complete, not hard-pinned objects -> lease timeout (ms)
     "processing": ":proc",  # ZSET   objects with a PROCESSING put -> put start (ms)
     "outbox": ":outbox",  # LIST   pending buffer frees for segment allocators
@@ -42,8 +43,10 @@ SEGMENT_SUFFIXES: dict[str, str] = {
     "pending": ":pending",  # ZSET   offset -> alloc ms, allocations not yet confirmed
 }
 GLOBAL_SUFFIXES: dict[str, str] = {
-    "meta": ":meta",  # HASH   schema_version, num_shards, created_ms
+    "meta": ":meta",  # HASH   schema_version, num_shards, radix, created_ms
     "clients": ":clients",  # ZSET   client id -> last ping (ms)
+    "expiring": ":expiring",  # ZSET   clients the janitor is expiring -> claim ms
+    "heartbeat": ":heartbeat",  # HASH   heard (last hearing tick ms), since (its run began)
     "segments": ":segments",  # HASH   segment id -> client id
     "evictor": ":evictor",  # HASH   holder, epoch, expires_ms
     "evict_needed": ":evict_needed",  # STRING durable "an allocation failed" flag

@@ -44,6 +44,13 @@ class LuaScript:
         m = re.search(r"flags=([\w,-]+)", self.shebang)
         return tuple(m.group(1).split(",")) if m else ()
 
+    @property
+    def idempotent(self) -> bool:
+        """Safe to run twice (read-only, or its header says ``Idempotent: yes``): the backend
+        resends it once when the connection was lost and the outcome is unknown."""
+        said = re.search(r"^Idempotent: yes", self.header, re.M) is not None
+        return "no-writes" in self.flags or said
+
     def source(self, with_shebang: bool) -> str:
         return f"{self.shebang}\n{self.body}" if with_shebang else self.body
 

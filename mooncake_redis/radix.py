@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
 from .prefix import check_key, check_str
 from .service_base import ServiceBase, ShardItem
@@ -24,6 +25,13 @@ def _s(value: Any) -> str:
 
 
 Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generation
+
+
+def _cycle_msg(it: RegisterItem) -> str:
+    return (
+        f"parent_prefix_hash: {it.parent_prefix_hash} is below {it.prefix_hash} in the tree;"
+        " the link would close a parent cycle"
+    )
 
 
 def parse_node(prefix_hash: str, raw: Sequence[Any]) -> RadixNode | None:
@@ -107,18 +115,66 @@ class RadixMixin(ServiceBase):
         links = await self.link_parents(
             [(it.parent_prefix_hash, it.prefix_hash) for _, it in valid]
         )
-        gens = [gen for gen, _ in links]
+        gens = [gen for gen, _, _ in links]
+        rooted = {it.parent_prefix_hash for (_, it), (_, _, r) in zip(valid, links) if r}
         await self.checkpoint("register:linked")
-        reg_items: list[ShardItem] = []
-        for (_, it), gen in zip(valid, gens):
+
+        def reg_item(it: RegisterItem, gen: int, checked: int) -> ShardItem:
             pshard = self.keys.shard_of(it.parent_prefix_hash) if it.parent_prefix_hash else -1
-            reg_items.append(
-                (
-                    self.keys.shard_of(it.prefix_hash),
-                    [it.prefix_hash, it.parent_prefix_hash, pshard, gen, len(it.keys), *it.keys],
-                )
+            return (
+                self.keys.shard_of(it.prefix_hash),
+                [
+                    it.prefix_hash,
+                    it.parent_prefix_hash,
+                    pshard,
+                    gen,
+                    checked,
+                    len(it.keys),
+                    *it.keys,
+                ],
             )
-        replies = await self.run_sharded_items("radix_register", reg_items)
+
+        # Items that will be roots with children when registered (a chain registered in one
+        # batch) are checked before, in batch order; the rest answers CHECK_CYCLE if needed.
+        pre = [
+            j
+            for j, (_, it) in enumerate(valid)
+            if it.prefix_hash in rooted and it.parent_prefix_hash
+        ]
+        checked = dict.fromkeys(range(len(valid)), 0)
+        refused: dict[int, bool] = {}
+        if pre:
+            pairs = [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in pre]
+            for j, bad in zip(pre, await check_links(self, pairs, rooted)):
+                refused[j] = bad
+                checked[j] = 1
+        send = [j for j in range(len(valid)) if not refused.get(j)]
+        replies: list[Any] = [[int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
+                              if refused.get(j) else None for j in range(len(valid))]  # fmt: skip
+        for j, r in zip(
+            send,
+            await self.run_sharded_items(
+                "radix_register", [reg_item(valid[j][1], gens[j], checked[j]) for j in send]
+            ),
+        ):
+            replies[j] = r
+        # A node that exists without a parent and has children gets its parent only when the
+        # node is not that parent's root (cycles.py), checked in batch order so that two items
+        # of one batch cannot close a cycle between them; the rest is sent again as checked.
+        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        if again:
+            cycles = await check_links(
+                self, [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in again]
+            )
+            for j, bad in zip(again, cycles):
+                if bad:
+                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
+            resend = [j for j, bad in zip(again, cycles) if not bad]
+            fresh = await self.run_sharded_items(
+                "radix_register", [reg_item(valid[j][1], gens[j], 1) for j in resend]
+            )
+            for j, r in zip(resend, fresh):
+                replies[j] = r
         undo: list[Continuation] = []
         for (i, it), gen, (code, msg) in zip(valid, gens, replies):
             if int(code) != 0:
@@ -130,18 +186,19 @@ class RadixMixin(ServiceBase):
             await self.finish_unlinks(undo)
         return results
 
-    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, bool]]:
+    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, bool, bool]]:
         """Parent-side step for (parent, child) pairs: (link generation, whether the parent's
-        block was completely stored at that moment); (0, False) for pairs without a parent."""
-        out = [(0, False)] * len(pairs)
+        block was completely stored at that moment, whether the parent has no parent of its own
+        yet); (0, False, False) for pairs without a parent."""
+        out = [(0, False, False)] * len(pairs)
         todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
         if not todo:
             return out
         replies = await self.run_sharded_items(
             "radix_link", [(self.keys.shard_of(p), [p, c]) for _, p, c in todo]
         )
-        for (i, _, _), (gen, stored) in zip(todo, replies):
-            out[i] = (int(gen), bool(int(stored)))
+        for (i, _, _), (gen, stored, rooted) in zip(todo, replies):
+            out[i] = (int(gen), bool(int(stored)), bool(int(rooted)))
         return out
 
     # -- unregister (child-first) with cascade -----------------------------------------------
@@ -160,16 +217,24 @@ class RadixMixin(ServiceBase):
         await self.finish_unlinks(conts)
         return removed
 
+    def _continuation(self, cont: Sequence[Any]) -> Continuation:
+        """{node, shard, child, generation or orphan-mark op}; shard -1: computed here (a
+        script cannot hash a node to its shard)."""
+        p, ps, c, g = (_s(x) for x in cont)
+        shard = int(ps)
+        return (p, self.keys.shard_of(p) if shard < 0 else shard, c, g)
+
     async def finish_unlinks(self, conts: Sequence[Sequence[Any]]) -> int:
-        """Runs parent-side unlink steps, wave by wave, until the cascade ends. Returns depth."""
+        """Runs parent-side unlink steps (and orphan marks), wave by wave, until the cascade
+        ends. Returns depth."""
         depth = 0
-        pending = [(_s(p), int(_s(ps)), _s(c), _s(g)) for p, ps, c, g in conts]
+        pending = [self._continuation(c) for c in conts]
         while pending:
             depth += 1
             items: list[ShardItem] = [(ps, [p, c, g]) for p, ps, c, g in pending]
             pending = []
             for _, (_, cs) in await self.run_sharded("radix_unlink", items):
-                pending.extend((_s(p), int(_s(ps)), _s(c), _s(g)) for p, ps, c, g in cs)
+                pending.extend(self._continuation(c) for c in cs)
             if pending:
                 await self.checkpoint("unlink:cascade_step")
         return depth

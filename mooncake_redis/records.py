@@ -1,10 +1,13 @@
 """The formats the store scripts reply and keep: replies, outbox entries, allocation records.
 
-One place per format, since the segments, objects, janitor and fsck all decode them.
+One place per format, since the segments, objects, janitor and fsck all decode them. Every
+64-bit quantity (offset, length, segment base and size, allocated bytes) is kept in Redis as a
+u64: 16 lowercase hex characters (``lua/includes/u64.lua``), never as a Lua or cjson number.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,14 +25,40 @@ def _err(reply: Sequence[Any]) -> MooncakeError | None:
     return None if code == 0 else MooncakeError(code, _s(reply[1]))
 
 
+U64_MAX = (1 << 64) - 1
+
+
+def u64hex(n: int) -> str:
+    """An integer in [0, 2^64) as Redis keeps it: 16 lowercase hex characters."""
+    if not 0 <= n <= U64_MAX:
+        raise ValueError(f"{n} is not an unsigned 64-bit integer")
+    return format(n, "016x")
+
+
+def from_u64hex(value: Any) -> int:
+    return int(_s(value), 16)
+
+
+def decode_replicas(raw: str) -> list[dict[str, Any]]:
+    """An object's replica records (field ``r``) with their u64 fields as integers."""
+    out: list[dict[str, Any]] = json.loads(raw) if raw else []
+    for rep in out:
+        for name in ("off", "len", "base"):
+            if isinstance(rep.get(name), str):
+                rep[name] = int(rep[name], 16)
+        if isinstance(rep.get("id"), str):
+            rep["id"] = int(rep["id"])
+    return out
+
+
 def parse_entry(entry: str) -> tuple[str, int, str]:
-    """``"segment id|offset|put id"`` (the segment id may contain ``|``)."""
+    """``"segment id|offset|put id"`` (the segment id may contain ``|``; offset u64 hex)."""
     rest, pid = entry.rsplit("|", 1)
     seg, off = rest.rsplit("|", 1)
-    return seg, int(off), pid
+    return seg, int(off, 16), pid
 
 
 def parse_alloc_record(rec: str) -> tuple[int, str, int, str]:
-    """``"len|put id|ms|owner key"`` -> (len, put id, ms, owner)."""
+    """``"len|put id|ms|owner key"`` (len u64 hex) -> (len, put id, ms, owner)."""
     length, pid, ms, owner = rec.split("|", 3)
-    return int(length), pid, int(ms), owner
+    return int(length, 16), pid, int(ms), owner

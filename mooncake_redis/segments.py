@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .allocation import AllocationMixin
-from .errors import MooncakeError
+from .errors import ErrorCode, MooncakeError
 from .models import PingResponse, Segment, SegmentStats, check_segment
 from .prefix import check_str
-from .records import FreePair, _s, parse_alloc_record
+from .records import FreePair, _s, from_u64hex, parse_alloc_record, u64hex
 from .service_base import ShardItem
 
 
@@ -25,18 +25,24 @@ class SegmentsMixin(AllocationMixin):
         anchor = self.keys.segment_anchor(seg.id)  # validates the id
         client = check_str("client_id", client_id, self.config.max_key_length)
         g = self.keys.global_key
-        await self.backend.call("segment_register", [g("segments"), g("clients")], [seg.id, client])
+        code, msg = await self.backend.call(
+            "segment_register",
+            [g("segments"), g("clients"), g("expiring"), g("heartbeat")],
+            [seg.id, client, self.config.heartbeat_gap],
+        )
+        if int(code) != 0:
+            raise MooncakeError(int(code), f"segment {seg.id}: {_s(msg)}")
         await self.checkpoint("mount:registered")
         code, msg, owner = await self.backend.call(
             "segment_mount",
             [anchor],
-            [seg.name, str(seg.base), seg.size, seg.te_endpoint, seg.protocol, client],
+            [seg.name, u64hex(seg.base), u64hex(seg.size), seg.te_endpoint, seg.protocol, client],
         )
         self._segments_changed()
         if int(code) != 0:
             raise MooncakeError(int(code), f"segment {seg.id}: {_s(msg)}")
         if _s(owner) != client:  # mounted earlier by another client: keep its registry entry
-            await self.backend.client.hset(g("segments"), seg.id, _s(owner))
+            await self.backend.command("HSET", g("segments"), seg.id, _s(owner))
 
     async def remount_segment(
         self, segments: Sequence[Segment | Mapping[str, Any]], client_id: str
@@ -52,10 +58,25 @@ class SegmentsMixin(AllocationMixin):
 
     async def unmount_segment(self, segment_id: str, client_id: str = "") -> None:
         """UnmountSegment: drops every replica on the segment (objects left without a replica are
-        erased and unregistered). An unknown segment is OK."""
+        erased and unregistered). An unknown segment is OK. Mooncake lets any caller unmount any
+        segment; with ``unmount_check_owner`` only the client that mounted it may
+        (ILLEGAL_CLIENT otherwise, including an empty client id)."""
+        check = self.config.unmount_check_owner
+        if check:  # an empty id is refused by the owner check itself
+            check_str("client_id", client_id, self.config.max_key_length, allow_empty=True)
+        await self._unmount(segment_id, client_id, check)
+
+    async def _unmount(self, segment_id: str, client_id: str = "", check: bool = False) -> None:
         anchor = self.keys.segment_anchor(segment_id)
-        found, owner = await self.backend.call("segment_unmount_begin", [anchor], [])
+        found, owner = await self.backend.call(
+            "segment_unmount_begin", [anchor], [client_id, 1 if check else 0]
+        )
         self._segments_changed()
+        if int(found) == 2:
+            raise MooncakeError(
+                ErrorCode.ILLEGAL_CLIENT,
+                f"client_id: segment {segment_id} was mounted by another client",
+            )
         if int(found) == 0:
             await self.backend.call(
                 "segment_deregister", [self.keys.global_key("segments")], [segment_id, ""]
@@ -74,7 +95,7 @@ class SegmentsMixin(AllocationMixin):
             items: list[ShardItem] = []
             for off, rec in data.items():
                 _, pid, _, key = parse_alloc_record(_s(rec))
-                items.append((self.shard_of_key(key), [key, segment_id, int(_s(off)), pid]))
+                items.append((self.shard_of_key(key), [key, segment_id, _s(off), pid]))
             conts: list[Any] = []
             frees: list[FreePair] = []
             for _, (_d, _e, cs, fs) in await self.run_sharded("segment_drop", items):
@@ -104,8 +125,8 @@ class SegmentsMixin(AllocationMixin):
                     id=ids[j],
                     name=f[0] or "",
                     client_id=f[5] or "",
-                    size=int(f[2] or 0),
-                    allocated=int(f[6] or 0),
+                    size=from_u64hex(f[2] or "0"),
+                    allocated=from_u64hex(f[6] or "0"),
                     mounted=f[7] == "1",
                     allocations=int(f[8] or 0),
                     pending=int(f[9] or 0),
@@ -119,9 +140,14 @@ class SegmentsMixin(AllocationMixin):
 
     # ------------------------------------------------------------------ clients
     async def ping(self, client_id: str) -> PingResponse:
+        """Ping: OK for a known client (its clock is refreshed, however long it was silent: only
+        the janitor expires, from heard time), NEED_REMOUNT for an unknown or expired one."""
         client = check_str("client_id", client_id, self.config.max_key_length)
         g = self.keys.global_key
-        view, status = await self.backend.call(
-            "client_ping", [g("clients"), g("meta")], [client, self.config.client_live_ttl_ms]
+        view, status, *recorded = await self.backend.call(
+            "client_ping",
+            [g("clients"), g("meta"), g("heartbeat")],
+            [client, *self.meta_argv(), self.config.heartbeat_gap],
         )
+        self.compare_meta(recorded)
         return PingResponse(int(_s(view)), _s(status))

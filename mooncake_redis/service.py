@@ -16,14 +16,25 @@ class MasterService(EvictionMixin, StoreMixin, RadixMixin):
 
     @classmethod
     async def from_url(
-        cls, url: str | None = None, config: Config | None = None, **redis_kwargs: Any
+        cls,
+        url: str | None = None,
+        config: Config | None = None,
+        *,
+        create: bool = True,
+        **redis_kwargs: Any,
     ) -> MasterService:
+        """Connects and checks the namespace's recorded settings (recording them on first use).
+        ``create=False`` (fsck, inspect): writes nothing, refuses a namespace that does not
+        exist (OBJECT_NOT_FOUND) and adopts its recorded shard count and radix setting."""
         config = config or Config()
         backend = Backend.from_url(url or config.redis_url, **redis_kwargs)
         service = cls(backend, config)
         try:
             await backend.connect()
-            await service._check_meta()
+            if create:
+                await service._check_meta()
+            else:
+                await service._open_existing()
         except BaseException:
             await backend.aclose()
             raise

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .backend import Backend
+from .backend import Backend, redact
 from .config import SCHEMA_VERSION, Config
 from .errors import ErrorCode, MooncakeError
 from .keys import KeySchema
 from .prefix import extract_prefix
+from .records import _s
 
 # A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
 FaultHook = Callable[[str], Awaitable[None]]
@@ -23,22 +25,71 @@ class ServiceBase:
         self.config = config
         self.keys = KeySchema(config.namespace, config.num_shards)
         self.fault_hook: FaultHook | None = None
+        self._meta_ok = False  # set once this process found its settings recorded
+        # Whether this process serves clients (its ticks show that the service hears them);
+        # a standalone evictor does not.
+        self.hears_clients = True
+        self._oom_flagged_at = 0.0
+        backend.on_oom = self._on_oom
+
+    async def request_eviction(self, kind: str) -> None:
+        """Raises the durable "eviction needed" flag: ``alloc`` (a put got no buffer) or
+        ``oom`` (Redis refused a write for lack of memory). Works at maxmemory (allow-oom)."""
+        await self.backend.call("evict_request", [self.keys.global_key("evict_needed")], [kind])
+
+    async def _on_oom(self) -> None:
+        now = time.monotonic()
+        if now - self._oom_flagged_at >= 0.1:  # one flag write per burst of refusals
+            self._oom_flagged_at = now
+            await self.request_eviction("oom")
+
+    def meta_argv(self) -> list[Any]:
+        """What this process records in the namespace meta (schema, shard count, radix)."""
+        return [SCHEMA_VERSION, self.config.num_shards, 1 if self.config.enable_radix_tree else 0]
 
     async def _check_meta(self) -> None:
         recorded = await self.backend.call(
-            "meta_check",
-            [self.keys.global_key("meta")],
-            [SCHEMA_VERSION, self.config.num_shards],
+            "meta_check", [self.keys.global_key("meta")], self.meta_argv()
         )
-        version, shards = (int(x) for x in recorded)
-        if version != SCHEMA_VERSION or shards != self.config.num_shards:
+        self.compare_meta(recorded)
+
+    def compare_meta(self, recorded: Sequence[Any]) -> None:
+        """Raises INVALID_VERSION (and refuses every later call of this process) when the
+        namespace was recorded with other settings than this process has."""
+        version, shards, radix = (int(_s(x or b"-1")) for x in recorded[:3])
+        mine = [int(x) for x in self.meta_argv()]
+        if [version, shards, radix] == mine:
+            self._meta_ok = True
+            return
+        err = MooncakeError(
+            ErrorCode.INVALID_VERSION,
+            f"namespace {self.config.namespace!r} was created with schema_version={version} "
+            f"num_shards={shards} enable_radix_tree={bool(radix)}; this process has "
+            f"schema_version={mine[0]} num_shards={mine[1]} enable_radix_tree={bool(mine[2])}. "
+            "Use the recorded values or another namespace.",
+        )
+        if self.backend.refused is None and self._meta_ok:
+            # Running already: the namespace was recorded anew by another process (Redis
+            # restarted empty). Refuse everything from now on rather than mix two layouts.
+            self.backend.refused = err
+        raise err
+
+    async def _open_existing(self) -> None:
+        """Read-only open (fsck, inspect): writes nothing, refuses a namespace that does not
+        exist, and takes the recorded shard count and radix setting."""
+        raw = await self.backend.command(
+            "HMGET", self.keys.global_key("meta"), "schema_version", "num_shards", "radix"
+        )
+        if raw[0] is None:
             raise MooncakeError(
-                ErrorCode.INVALID_VERSION,
-                f"namespace {self.config.namespace!r} was created with schema_version={version} "
-                f"num_shards={shards}; this process has schema_version={SCHEMA_VERSION} "
-                f"num_shards={self.config.num_shards}. "
-                "Use the recorded values or another namespace.",
+                ErrorCode.OBJECT_NOT_FOUND,
+                f"namespace {self.config.namespace!r} does not exist at {redact(self.backend.url)}",
             )
+        version, shards, radix = (int(_s(x or b"0")) for x in raw)
+        if version != SCHEMA_VERSION:
+            self.compare_meta(raw)
+        self.config = self.config.replace(num_shards=shards, enable_radix_tree=bool(radix))
+        self.keys = KeySchema(self.config.namespace, shards)
 
     async def aclose(self) -> None:
         await self.backend.aclose()
@@ -62,7 +113,7 @@ class ServiceBase:
         totals = dict.fromkeys(fields, 0)
         for values in await pipe.execute():
             for name, v in zip(fields, values):
-                totals[name] += int(float(v or 0))
+                totals[name] += int(v or 0)  # exact: byte counters may pass 2^53
         return totals
 
     async def run_sharded(

@@ -23,7 +23,8 @@ from __future__ import annotations
 from .allocation import SEGMENT_CACHE_S, AllocationMixin
 from .fsck_store import check_store  # importing it registers the store's fsck checks
 from .janitor import JanitorMixin, JanitorReport
-from .objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S, ConfigArg, ObjectsMixin
+from .objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S, ObjectsMixin
+from .puts import ConfigArg
 from .records import FreePair, _err, _s, parse_alloc_record, parse_entry
 from .segments import SegmentsMixin
 

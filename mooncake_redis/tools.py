@@ -19,6 +19,7 @@ from typing import Any
 from .backend import redact
 from .cli_common import describe_store, env_redis_url, non_negative_int, warn
 from .errors import ErrorCode, MooncakeError
+from .records import decode_replicas
 from .server.cliopts import add_config_args, config_from_args
 from .service import MasterService
 
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace, body: Callable[[MasterService], Awaitable[int
         )
 
     async def main() -> int:
-        service = await MasterService.from_url(config.redis_url, config)
+        service = await MasterService.from_url(config.redis_url, config, create=False)
         try:
             return await body(service)
         finally:
@@ -207,7 +208,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     replicas: Any = None
     if "r" in meta:
         try:
-            replicas = json.loads(meta["r"])
+            replicas = decode_replicas(meta["r"])
         except ValueError:
             replicas = meta["r"]
     registered = bool(await service.backend.client.sismember(keys.node_keys(shard, prefix), key))

@@ -212,7 +212,8 @@ class EvictionResult:
     (Mooncake's BatchEvict) or "none" (nothing to do, or the lease is held elsewhere)."""
 
     mode: str = "none"
-    reason: str = ""  # watermark | alloc_failed | forced | max_objects | idle | lease_held
+    # watermark | redis_memory | alloc_failed | forced | max_objects | orphans | idle | lease_held
+    reason: str = ""
     policy: str = ""
     epoch: int = 0
     evicted_keys: list[str] = field(default_factory=list)  # object keys erased
@@ -221,6 +222,7 @@ class EvictionResult:
     unregistered_keys: int = 0  # registered but not stored keys dropped with their leaf
     bytes: int = 0
     fallback_objects: int = 0  # objects of no tree evicted by the BatchEvict fallback
+    orphan_objects: int = 0  # objects of orphaned subtrees (evicted first)
     soft_pinned_objects: int = 0
     cascade_depth: int = 0  # radix: leaf levels reclaimed (1 = leaves only)
     rounds: int = 0  # radix: choose/evict rounds; batch: 1 or 2 passes

@@ -60,18 +60,34 @@ def _cleanup(url: str, namespace: str) -> None:
     if url.startswith("fakeredis"):
         return
     pattern = "{" + namespace + ":*"
+
+    def drop(conn: Any) -> None:
+        batch: list[Any] = []
+        for key in conn.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                _unlink(conn, batch)
+        _unlink(conn, batch)
+
     if "+cluster" in url:
         client: Any = redis.RedisCluster.from_url(url.replace("+cluster", ""))
         for node in client.get_primaries():
-            conn = client.get_redis_connection(node)
-            for key in conn.scan_iter(match=pattern, count=1000):
-                conn.delete(key)
+            drop(client.get_redis_connection(node))
         client.close()
     else:
         r = redis.Redis.from_url(url)
-        for key in r.scan_iter(match=pattern, count=1000):
-            r.delete(key)
+        drop(r)
         r.close()
+
+
+def _unlink(conn: Any, batch: list[Any]) -> None:
+    """One round trip per batch; one key per command (a cluster node refuses cross-slot)."""
+    if batch:
+        pipe = conn.pipeline(transaction=False)
+        for key in batch:
+            pipe.unlink(key)
+        pipe.execute()
+        batch.clear()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,95 +16,14 @@ from pathlib import Path
 
 import redis
 
+from mooncake_redis.redis_servers import (
+    RedisProcess,
+    free_port,
+    free_port_block,
+    redis_server_binary,
+)
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def free_port_block(n: int, start: int = 17000) -> int:
-    """A run of n free ports (cluster bus ports at +10000 must be free too)."""
-    for base in range(start, 30000, n + 3):
-        ok = True
-        for p in (*range(base, base + n), *range(base + 10000, base + 10000 + n)):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port block for a Redis Cluster")
-
-
-def redis_server_binary() -> str:
-    path = shutil.which("redis-server")
-    if not path:
-        raise RuntimeError("redis-server not found on PATH: install Debian's redis-server package")
-    return path
-
-
-@dataclass
-class RedisProcess:
-    port: int
-    workdir: Path
-    args: list[str]
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 10.0) -> None:
-        log = self.workdir / f"redis-{self.port}.log"
-        cmd = [
-            redis_server_binary(),
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.workdir),
-            "--logfile",
-            str(log),
-            "--save",
-            "",
-            *self.args,
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"redis-server on {self.port} exited: {err}{_tail(log)}")
-            try:
-                if redis.Redis(port=self.port, socket_timeout=1).ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server on {self.port} did not answer in {timeout}s{_tail(log)}")
-
-    def stop(self, kill: bool = False) -> None:
-        if self.proc and self.proc.poll() is None:
-            if kill:
-                self.proc.kill()
-            else:
-                self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
-
-
-def _tail(path: Path) -> str:
-    try:
-        return "\n--- log ---\n" + "\n".join(path.read_text().splitlines()[-20:])
-    except OSError:
-        return ""
+__all__ = ["RedisCluster", "RedisProcess", "free_port", "free_port_block", "redis_server_binary"]
 
 
 @dataclass

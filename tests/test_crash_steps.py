@@ -174,12 +174,16 @@ async def op_janitor_stale_put(w: World) -> Any:
 async def op_expire_clients(w: World) -> Any:
     svc = await MasterService.from_url(
         w.svc.backend.url,
-        Config(**{**CFG, "client_live_ttl_ms": 1}, namespace=w.svc.config.namespace),
+        Config(**{**CFG, "client_live_ttl_ms": 120}, namespace=w.svc.config.namespace),
     )
     svc.fault_hook = w.svc.fault_hook
     svc.backend.call = w.svc.backend.call  # type: ignore[method-assign]  # dies with the worker
     try:
-        await asyncio.sleep(0.01)
+        # The service hears (ticks) for longer than the ttl while the clients stay silent:
+        # only heard silence expires a client.
+        for _ in range(8):
+            await svc.heartbeat()
+            await asyncio.sleep(0.02)
         return await svc.run_janitor_once(force=True)
     finally:
         await svc.aclose()

@@ -227,11 +227,12 @@ async def test_very_deep_chain_in_one_shard(make_service: Any) -> None:
     tail=st.booleans(),
     order=st.randoms(use_true_random=False),
 )
-async def test_parent_cycles_terminate_and_are_reported(
+async def test_parent_cycles_are_refused(
     service: MasterService, ring: int, shards: list[int], tail: bool, order: Any
 ) -> None:
-    """A parent cycle through ``ring`` nodes (registered one by one in random order, so each
-    call is individually valid): queries and cascades terminate, fsck reports the cycle."""
+    """A parent ring through ``ring`` nodes, registered one by one in random order: the call
+    that would close the ring is refused (INVALID_PARAMS), every other one accepted; no cycle
+    remains, queries and cascades terminate, and fsck is clean."""
     await wipe(service)
     tag = f"ring{ring}-{'-'.join(map(str, shards))}-"
     nodes = [next(hashes_in_shard(service, shards[i], tag + str(i))) for i in range(ring)]
@@ -241,18 +242,20 @@ async def test_parent_cycles_terminate_and_are_reported(
     if tail:
         t = h(tag + "tail")
         extra = [(t, nodes[0], [t])]
-    for item in [*items, *extra]:
+    for item in items[:-1]:
+        assert await service.batch_register_radix_tree_node([item]) == [None]
+    [refused] = await service.batch_register_radix_tree_node([items[-1]])
+    assert refused is not None and refused.code == ErrorCode.INVALID_PARAMS, refused
+    assert "cycle" in refused.message
+    for item in extra:
         assert await service.batch_register_radix_tree_node([item]) == [None]
     report = await fsck(service)
-    assert report.kinds().get("cycle") == 1, report.to_dict()
+    assert report.clean, report.to_dict()
     sub = await asyncio.wait_for(service.get_subtree_keys(nodes[0], max_depth=50), 10)
-    assert set(sub.nodes) >= set(nodes)
-    # Unregister everything: every cascade ends (the ring nodes stay as shells of each other).
-    keys = [n for n in nodes] + [e[0] for e in extra]
+    assert nodes[0] in sub.nodes
+    # Unregister everything: every cascade ends and nothing is left.
+    keys = [it[0] for it in items[:-1]] + [e[0] for e in extra]
     assert await asyncio.wait_for(service.unregister_radix_tree_keys(keys), 10) == len(keys)
+    await service.unregister_radix_tree_keys([items[-1][0]])
     report = await asyncio.wait_for(fsck(service), 10)
-    assert report.kinds() == {"cycle": 1}, report.to_dict()
-    assert report.counts["nodes"] == ring and report.counts["shells"] == ring
-    # fsck --repair does not loop on it either; the cycle stays reported (see reliability.md).
-    report = await asyncio.wait_for(fsck(service, repair=True, grace_ms=-1), 10)
-    assert "cycle" in report.kinds()
+    assert report.clean and report.counts["nodes"] == 0, report.to_dict()

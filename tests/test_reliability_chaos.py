@@ -29,3 +29,24 @@ async def test_chaos_short(real_backend_url: str) -> None:
     assert rep.violations_before_repair == [] and rep.violations == [], d
     assert rep.lost_objects == 0, d
     assert d["total_errors"] == 0, d
+
+
+async def test_chaos_redis_outage_and_oom_lose_nothing() -> None:
+    """Issue 14 items 2 and 3 under load: the run's own redis-server goes down for 2.5 client
+    ttls (SIGKILL, restart from AOF) and later sits at maxmemory for as long (kills, when the
+    random schedule puts one between the phases, wait for them to end). No client is expired
+    (both segments stay mounted), no acknowledged object is lost, nothing but the phases'
+    refusals fails."""
+    opts = ChaosOptions(duration_s=16, kill_every_s=2.5, lanes=6, outages=1, oom_phases=1)
+    rep = await run_chaos(opts)
+    d = rep.to_dict()
+    if FIGURES:
+        with open(FIGURES, "a") as f:
+            f.write(json.dumps({"test": "chaos_outage_oom", **d}) + "\n")
+    assert [p["kind"] for p in rep.phases] == ["outage", "oom"], d
+    assert all(p["seconds"] * 1000 > opts.client_ttl_ms for p in rep.phases), d
+    assert rep.refused_in_phases > 0, d
+    assert rep.segments_mounted == 2, d
+    assert rep.violations_before_repair == [] and rep.violations == [], d
+    assert rep.lost_objects == 0 and rep.acked_complete > 100, d
+    assert d["total_errors"] == 0, d

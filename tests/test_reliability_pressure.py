@@ -1,7 +1,7 @@
 """Redis under pressure: its own maxmemory, and commands that time out on the client side.
 
 - Near maxmemory (noeviction) puts and registers fail with a clear Mooncake error
-  (UNAVAILABLE_IN_CURRENT_STATUS) while reads, removes, unregisters and eviction keep working
+  (NO_AVAILABLE_HANDLE, HTTP 507) while reads, removes, unregisters and eviction keep working
   (their scripts carry allow-oom), and once memory is back puts work again.
 - A refused step never leaves half an operation: scripts carry a ``#!lua`` shebang, so Redis
   refuses a write script under OOM before it runs; what the steps before it did is one of the
@@ -55,7 +55,8 @@ async def saturate(admin: Any, start: int = 0) -> list[str]:
 
 
 def oom(exc: BaseException) -> bool:
-    return isinstance(exc, MooncakeError) and exc.code == ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS
+    """Redis out of memory is NO_AVAILABLE_HANDLE (HTTP 507), as every other lack of room."""
+    return isinstance(exc, MooncakeError) and exc.code == ErrorCode.NO_AVAILABLE_HANDLE
 
 
 @pytest.fixture

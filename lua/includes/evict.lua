@@ -1,5 +1,5 @@
 -- Eviction helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
--- radix.lua, store.lua (included before this file).
+-- u64.lua, radix.lua, store.lua (included before this file).
 --
 -- Fencing: the evictor lease lives in the global tag, which a shard script cannot read on a
 -- cluster. So every writing eviction script gets (epoch, lease expiry ms) in ARGV and refuses
@@ -50,11 +50,13 @@ local function evict_fence(groups, epoch, expires, now)
   return true
 end
 
--- Freed bytes of a replica list (sum of buffer lengths).
+-- Freed bytes of a replica list (sum of buffer lengths), a decimal string.
 local function evict_rep_bytes(reps)
-  local b = 0
+  local b = '0'
   for _, rep in ipairs(reps) do
-    b = b + (tonumber(rep.len) or 0)
+    if u64_valid(rep.len) then
+      b = dec_add(b, u64_to_dec(rep.len))
+    end
   end
   return b
 end
@@ -65,43 +67,43 @@ end
 local function evict_object_state(tag, key, now)
   local f = redis.call('HMGET', K.obj(tag, key), 'pid', 'r', 'l', 'sp', 'hp')
   if not f[1] then
-    return 'absent', 0, false
+    return 'absent', '0', false
   end
   if f[5] == '1' then
-    return 'hard', 0, false
+    return 'hard', '0', false
   end
   if (tonumber(f[3]) or 0) > now then
-    return 'lease', 0, false
+    return 'lease', '0', false
   end
   local reps = store_replicas(f[2])
   if not store_all_complete(reps) then
-    return 'busy', 0, false
+    return 'busy', '0', false
   end
   local soft = f[4] ~= false and (tonumber(f[4]) or 0) > now
   return 'ok', evict_rep_bytes(reps), soft
 end
 
--- Whether leaf h may be evicted now (all its keys together). Returns status, bytes, objects,
--- soft: status 'ok', 'gone' (no node / no keys), 'inner' (has children), or the first blocking
+-- Whether leaf h may be evicted now (all its keys together). Returns status, bytes (decimal
+-- string), objects, soft: status 'ok', 'gone' (no node / no keys), 'inner' (has children), or the first blocking
 -- object status ('hard', 'lease', 'busy'). Keys registered but not stored do not block.
 -- any_node: judge an inner node as if its children were gone (never 'inner').
 local function evict_leaf_state(tag, h, now, any_node)
   if not any_node and redis.call('ZCARD', K.node_children(tag, h)) > 0 then
-    return 'inner', 0, 0, false
+    return 'inner', '0', 0, false
   end
   local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
   if #keys == 0 then
-    return 'gone', 0, 0, false
+    return 'gone', '0', 0, false
   end
-  local bytes, objs, soft = 0, 0, false
+  local bytes, objs, soft = '0', 0, false
   for _, key in ipairs(keys) do
     local st, b, sp = evict_object_state(tag, key, now)
     if st == 'ok' then
-      bytes = bytes + b
+      bytes = dec_add(bytes, b)
       objs = objs + 1
       soft = soft or sp
     elseif st ~= 'absent' then
-      return st, 0, 0, false
+      return st, '0', 0, false
     end
   end
   return 'ok', bytes, objs, soft
@@ -116,14 +118,15 @@ end
 -- Evicts leaf h: erases every stored key (frees to the outbox, unregistered from the radix
 -- index) and unregisters the keys registered but not stored; the node then collapses and its
 -- parent becomes a leaf (same shard) or a continuation comes back (other shard).
--- Returns the erased object keys, the count of keys removed from the index, bytes freed.
+-- Returns the erased object keys, the count of keys removed from the index, bytes freed
+-- (decimal string).
 local function evict_leaf(tag, shard, h, conts, frees)
   local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
-  local erased, bytes = {}, 0
+  local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
     local r = redis.call('HGET', K.obj(tag, key), 'r')
     if r then
-      bytes = bytes + evict_rep_bytes(store_replicas(r))
+      bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r)))
       store_erase(tag, shard, key, conts, frees, nil)
       table.insert(erased, key)
     end
@@ -132,12 +135,7 @@ local function evict_leaf(tag, shard, h, conts, frees)
   return erased, #keys, bytes
 end
 
--- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
--- local slots; redis.pcall turns the refusal into an error reply instead of aborting.
-local function evict_local(ptag)
-  local r = redis.pcall('EXISTS', K.stats(ptag))
-  return type(r) ~= 'table' or r.err == nil
-end
+local evict_local = radix_local
 
 -- Runs the continuations of an eviction (unlink child from a parent in another shard) here
 -- when that shard is on this node, atomically with the eviction, cascading on; the rest (other
@@ -148,7 +146,7 @@ local function evict_unlink_local(tag, local_conts, conts)
     local c = local_conts[q]
     q = q + 1
     local ptag = K.shard(tag, c[2])
-    if evict_local(ptag) then
+    if c[2] ~= '-1' and evict_local(ptag) then
       radix_unlink_edge(ptag, tonumber(c[2]), c[1], c[3], c[4], local_conts)
     else
       table.insert(conts, c)

@@ -1,12 +1,19 @@
 -- Radix-tree node maintenance inside ONE shard (tag). Needs keys.lua, errors.lua, common.lua.
 --
 -- Node HASH fields: p parent hash ('' = unknown/root), ps parent shard (-1 = none), g link
--- generation of the edge parent->node, t created (ms), s leaf score, h hits.
+-- generation of the edge parent->node, t created (ms), s leaf score, h hits, om '1' while its
+-- children are marked as orphans.
 -- Children ZSET: child hash -> link generation. A node is in the leaves index exactly when it has
 -- registered keys and no children. Cross-shard steps are returned as continuations
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
 -- child-first); a parent's edge is dropped only when its generation still matches, so a child
 -- re-linked meanwhile keeps its edge.
+-- Orphans: a node whose objects' parent block has no object left (removed, revoked, unmounted,
+-- its client expired) roots an orphaned subtree that can never be a prefix hit. The shard's
+-- orphans ZSET (node -> ms) indexes such roots: when a node with children loses its last object
+-- its children are marked, when it gains one again they are unmarked, by continuations
+-- {child, -1 (the caller computes the shard), '', 'orphan' | 'adopt'}. Eviction takes orphaned
+-- subtrees first; the put guard refuses a child of a marked node.
 
 local function radix_refresh_leaf(tag, h)
   local nk = redis.call('SCARD', K.node_keys(tag, h))
@@ -59,12 +66,38 @@ local function radix_block_stored(tag, h)
   return 1
 end
 
--- Child-side step: record the parent (if known) and add keys. Returns code, message.
-local function radix_attach(tag, h, parent, pshard, gen, keys, now)
+-- Code of a child-side step that must not run before the caller checked that the new parent
+-- is not a descendant of the node (a positive number: never a Mooncake code).
+local RADIX_CHECK_CYCLE = 1
+
+-- Whether giving node h (in shard tag) the parent `parent` needs that cycle check first: h
+-- already exists without a parent and has children (only then can the parent be below it).
+local function radix_needs_cycle_check(tag, h, parent)
+  if parent == '' then
+    return false
+  end
+  local cur = redis.call('HGET', K.node(tag, h), 'p')
+  return cur == '' and redis.call('ZCARD', K.node_children(tag, h)) > 0
+end
+
+-- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
+-- local slots; redis.pcall turns the refusal into an error reply instead of aborting.
+local function radix_local(ptag)
+  local r = redis.pcall('EXISTS', K.stats(ptag))
+  return type(r) ~= 'table' or r.err == nil
+end
+
+-- Child-side step: record the parent (if known) and add keys. Returns code, message; the code
+-- is RADIX_CHECK_CYCLE (nothing written) when the parent could close a cycle and the caller has
+-- not checked it yet (checked ~= 1).
+local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   local nkey = K.node(tag, h)
   local cur = redis.call('HGET', nkey, 'p')
   if cur and cur ~= '' and parent ~= '' and cur ~= parent then
     return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. cur
+  end
+  if checked ~= 1 and radix_needs_cycle_check(tag, h, parent) then
+    return RADIX_CHECK_CYCLE, 'parent cycle check needed'
   end
   radix_create(tag, h, now)
   if parent ~= '' then
@@ -79,6 +112,56 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now)
   end
   radix_refresh_leaf(tag, h)
   return E.OK, ''
+end
+
+-- Whether any key registered under node h has an object (a stored block, for the orphan rule).
+local function radix_has_object(tag, h)
+  for _, k in ipairs(redis.call('SMEMBERS', K.node_keys(tag, h))) do
+    if redis.call('EXISTS', K.obj(tag, k)) == 1 then
+      return true
+    end
+  end
+  return false
+end
+
+-- Orphan marks for h's children: op 'orphan' (h lost its last object) or 'adopt' (h has one
+-- again). Children in this shard are marked here, the others through continuations.
+local function radix_mark_children(tag, shard, h, op, conts, now)
+  for _, c in ipairs(redis.call('ZRANGE', K.node_children(tag, h), 0, -1)) do
+    table.insert(conts, { c, '-1', '', op })
+  end
+end
+
+-- The target side of an orphan mark continuation.
+local function radix_mark(tag, h, op, now)
+  if op == 'orphan' then
+    if redis.call('EXISTS', K.node(tag, h)) == 1 then
+      redis.call('ZADD', K.orphans(tag), 'NX', now, h)
+    end
+  else
+    redis.call('ZREM', K.orphans(tag), h)
+  end
+end
+
+-- After node h lost a stored object: if it has children and no object left, mark them (and
+-- note on h, field om, that its children are marked: a put that stores h again adopts them).
+local function radix_lost_object(tag, shard, h, conts, now)
+  if redis.call('EXISTS', K.node(tag, h)) == 1
+      and redis.call('ZCARD', K.node_children(tag, h)) > 0
+      and not radix_has_object(tag, h) then
+    radix_mark_children(tag, shard, h, 'orphan', conts, now)
+    redis.call('HSET', K.node(tag, h), 'om', '1')
+  end
+end
+
+-- Before a put stores an object in node h: whether h's children were marked as orphans (and
+-- h has no object yet), so that the put adopts them.
+local function radix_will_adopt(tag, h)
+  if redis.call('HGET', K.node(tag, h), 'om') ~= '1' then
+    return false
+  end
+  redis.call('HDEL', K.node(tag, h), 'om')
+  return not radix_has_object(tag, h)
 end
 
 -- Deletes h if it has no keys and no children, then walks up while the parent is in this shard.
@@ -99,6 +182,7 @@ local function radix_collapse(tag, shard, h, conts)
     redis.call('DEL', nkey)
     redis.call('SREM', K.nodes(tag), h)
     redis.call('ZREM', K.leaves(tag), h)
+    redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), 'nodes', -1)
     local p, ps, g = f[1], tonumber(f[2]), f[3]
     if not p or p == '' then
@@ -128,7 +212,12 @@ local function radix_remove_key(tag, shard, h, key, conts)
 end
 
 -- Parent-side step of an unlink: drop the edge if its generation matches, then cascade.
+-- (An orphan mark continuation, gen 'orphan' / 'adopt', marks the node `parent` instead.)
 local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
+  if gen == 'orphan' or gen == 'adopt' then
+    radix_mark(tag, parent, gen, now_ms())
+    return 0
+  end
   local sc = redis.call('ZSCORE', K.node_children(tag, parent), child)
   if not sc or tonumber(sc) ~= tonumber(gen) then
     return 0

@@ -1,16 +1,17 @@
 -- Object store helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
--- radix.lua (included before this file).
+-- u64.lua, radix.lua (included before this file).
 --
 -- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
 -- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
 -- rad '1' registered in the radix index, r replicas (cjson array of
--- {id, st 'P'/'C', seg, off, len, base (decimal string), ep, proto, name}).
+-- {id (decimal string), st 'P'/'C', seg, off, len, base (u64 hex strings), ep, proto, name}).
+-- sz (the object's size) is a decimal string; no 64-bit value is ever a Lua or cjson number.
 -- A buffer free is the string "segment id|offset|put id"; it goes to the shard outbox (applied
 -- by outbox drains, idempotently) or, for a discarded stale put, to the discarded ZSET with its
 -- release time (moved to the outbox by the janitor once due).
 
 local function store_free_entry(rep, pid)
-  return rep.seg .. '|' .. string.format('%d', rep.off) .. '|' .. pid
+  return rep.seg .. '|' .. rep.off .. '|' .. pid
 end
 
 local function store_replicas(raw)
@@ -70,9 +71,10 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   redis.call('ZREM', K.lru(tag), key)
   redis.call('ZREM', K.processing(tag), key)
   redis.call('HINCRBY', K.stats(tag), 'objects', -1)
-  redis.call('HINCRBY', K.stats(tag), 'bytes', -(tonumber(f[2]) or 0))
+  dec_hincr(K.stats(tag), 'bytes', f[2] or '0', true)
   if f[4] == '1' then
     radix_remove_key(tag, shard, f[5], key, conts)
+    radix_lost_object(tag, shard, f[5], conts, now_ms())
   end
   return true
 end

@@ -79,6 +79,7 @@ async def _main(args: argparse.Namespace) -> int:
     if args.policy:
         cfg = cfg.replace(eviction_policy=args.policy)
     svc = await MasterService.from_url(cfg.redis_url, cfg)
+    svc.hears_clients = False  # no client pings this process: its ticks show nothing heard
     try:
         if args.once:
             r = await svc.evict_once(force=args.force, max_objects=args.max_objects)

@@ -169,6 +169,7 @@ class EvictionCoordinator:
         self.check_interval_s = check_interval_ms / 1000.0
         self.janitor = janitor
         self._last_janitor = 0.0
+        self._last_tick = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.last_error: BaseException | None = None
@@ -180,15 +181,20 @@ class EvictionCoordinator:
     async def step(self) -> dict[str, Any]:
         """One iteration: take or renew the lease; as holder, run the janitor when due and one
         eviction pass if the watermark (or an allocation failure) asks for it."""
-        if not await self.lease.acquire():
-            return {"leader": False, "epoch": self.lease.epoch}
-        out: dict[str, Any] = {"leader": True, "epoch": self.lease.epoch}
         now = time.monotonic()
         interval = self.service.config.janitor_interval_ms / 1000.0
+        if not await self.lease.acquire():
+            if now - self._last_tick >= interval:
+                # A follower still ticks: the service hears its clients through this worker.
+                self._last_tick = now
+                await self.service.heartbeat()
+            return {"leader": False, "epoch": self.lease.epoch}
+        out: dict[str, Any] = {"leader": True, "epoch": self.lease.epoch}
         if self.janitor and now - self._last_janitor >= interval:
             self._last_janitor = now
+            self._last_tick = now
             await self.lease.ensure()
-            rep = await self.service.run_janitor_once(force=True)
+            rep = await self.service.run_janitor_once(force=True)  # ticks first
             self.service.eviction_metrics.janitor_runs += 1
             out["janitor"] = rep
         result = await self.service.run_eviction_pass(self.lease)

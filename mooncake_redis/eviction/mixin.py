@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from ..store import StoreMixin
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
 from .metrics import EvictionMetrics, EvictionResult
+from .orphans import OrphanEvictor
 from .policy import LeafPolicy, get_policy
 from .radix_evict import RadixEvictor
 
@@ -141,6 +143,32 @@ class EvictionMixin(StoreMixin):
         stats = [s for s in await self.segment_stats() if s.mounted]
         return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats))
 
+    _no_maxmemory_until: float = 0.0
+
+    async def redis_memory_ratio(self) -> float:
+        """Redis's used_memory / maxmemory on its fullest node (0 without a maxmemory): Redis
+        fills up with metadata long before small objects fill large segments, and a full Redis
+        refuses every put, so eviction must count it too."""
+        if time.monotonic() < self._no_maxmemory_until:
+            return 0.0
+        client = self.backend.client
+        try:
+            if self.backend.cluster:
+                raw = await client.info("memory", target_nodes=client.get_primaries())
+                infos = list(raw.values())
+            else:
+                infos = [await client.info("memory")]
+        except Exception:  # fakeredis, or Redis unreachable: the segment ratio decides
+            infos = []
+        ratio = 0.0
+        for info in infos:
+            limit = int(info.get("maxmemory", 0) or 0)
+            if limit > 0:
+                ratio = max(ratio, int(info.get("used_memory", 0)) / limit)
+        if ratio == 0.0:
+            self._no_maxmemory_until = time.monotonic() + 5.0
+        return ratio
+
     # -- on demand ----------------------------------------------------------------------------
     async def evict_once(
         self,
@@ -205,7 +233,10 @@ class EvictionMixin(StoreMixin):
         flag = lease.flag
         usage = await self.usage()
         hw, er = cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
-        if max_objects is not None or force or usage.ratio > hw or (flag and er > 0):
+        # Redis itself nearly full (or a write refused for memory: the 'oom:' flag) evicts a
+        # fraction of the objects by count, as Mooncake's ratios do: bytes say nothing there.
+        redis_full = flag.startswith("oom:") or await self.redis_memory_ratio() > hw
+        if max_objects is not None or force or usage.ratio > hw or (flag and er > 0) or redis_full:
             # What a previous evictor left half done: cascades, then frees (the used ratio).
             await lease.ensure()
             if await self.resume_unlinks() + await self.drain_outboxes():
@@ -217,8 +248,23 @@ class EvictionMixin(StoreMixin):
             result.reason = "forced"
         elif usage.ratio > hw:
             result.reason = "watermark"
+        elif redis_full:
+            result.reason = "redis_memory"
+            total = await self._object_count()
+            max_objects = max(1, math.ceil(max(er, 0.01) * total)) if total else 0
         elif flag and er > 0:
             result.reason = "alloc_failed"
+        elif self._eager_orphans_due():
+            # orphan_eviction = "eager": orphaned subtrees go with their parent block, at the
+            # next janitor interval, whatever the pressure.
+            await lease.ensure()
+            result.reason = "orphans"
+            result.mode = "radix"
+            await OrphanEvictor(self, lease, result, None).run()
+            result.used_after = (await self.usage()).ratio
+            result.seconds = time.perf_counter() - t0
+            self.eviction_metrics.record(result)
+            return result
         else:
             result.reason = "idle"
             result.used_after = usage.ratio
@@ -233,7 +279,10 @@ class EvictionMixin(StoreMixin):
                     rfc = cfg.radix_eviction_target == "watermark" and not making_room
                     target_ratio = hw if rfc else max(0.0, hw - er)
                 goal = Goal(self, result, usage, target_ratio, min_free, max_objects)
-                await RadixEvictor(self, lease, policy, result, goal).run()
+                # Orphaned subtrees can never be a prefix hit: they go before any leaf.
+                await OrphanEvictor(self, lease, result, goal).run()
+                if not goal.satisfied():
+                    await RadixEvictor(self, lease, policy, result, goal).run()
                 result.used_after = goal.used
             else:
                 result.mode, result.policy = "batch", "batch-evict"
@@ -248,6 +297,17 @@ class EvictionMixin(StoreMixin):
         result.seconds = time.perf_counter() - t0
         self.eviction_metrics.record(result)
         return result
+
+    _eager_at: float = 0.0
+
+    def _eager_orphans_due(self) -> bool:
+        if not self.config.enable_radix_tree or self.config.orphan_eviction != "eager":
+            return False
+        now = time.monotonic()
+        if now - self._eager_at < self.config.janitor_interval_ms / 1000.0:
+            return False
+        self._eager_at = now
+        return True
 
     async def _batch_pass(
         self,

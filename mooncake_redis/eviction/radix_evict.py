@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictorLease, LeaseLost
+from .leaf_write import evict_leaves
 from .metrics import EvictionResult
 from .policy import LeafPolicy
 
@@ -324,54 +325,20 @@ class RadixEvictor:
         parents: dict[str, int],
         evicted: list[int],
     ) -> None:
-        await self.lease.ensure()
-        calls = await self.svc.run_sharded(
-            "evict_leaves",
-            [(picked[i].shard, [picked[i].h]) for i in wave],
-            [*self.lease.head(), 1 if self.allow_soft else 0],
-        )
-        conts: list[Any] = []
-        frees: list[tuple[int, str]] = []
-        journal: list[tuple[int, str]] = []
-        fenced = False
-        for idx, reply in calls:
-            self.result.batches += 1
-            if int(reply[0]) == 0:
-                fenced = True
+        leaves = [(picked[i].shard, picked[i].h) for i in wave]
+        outcomes = await evict_leaves(self.svc, self.lease, self.result, leaves, self.allow_soft)
+        for i, o in zip(wave, outcomes):
+            if o.status != "ok":
                 continue
-            _, rows, cs, fs, _now, js = reply
-            journal.extend((int(sh), _s(e)) for sh, e in js)
-            for j, (status, erased, nkeys, nbytes, parent, pshard) in zip(idx, rows):
-                i = wave[j]
-                c = picked[i]
-                st = _s(status)
-                if st != "ok":
-                    self.result.skip(st)
-                    continue
-                keys = [_s(k) for k in erased]
-                d = self.depth.get(c.h, 1)
-                self.result.cascade_depth = max(self.result.cascade_depth, d)
-                self.result.evicted_leaves += 1
-                self.result.evicted_objects += len(keys)
-                self.result.unregistered_keys += int(nkeys) - len(keys)
-                self.result.evicted_keys.extend(keys)
-                self.result.bytes += int(nbytes)
-                if c.soft:
-                    self.result.soft_pinned_objects += len(keys)
-                evicted.append(i)
-                p = _s(parent)
-                if p:
-                    self.depth[p] = max(self.depth.get(p, 0), d + 1)
-                    parents[p] = int(_s(pshard))
-            conts.extend(cs)
-            frees.extend((int(sh), _s(e)) for sh, e in fs)
-        await self.svc.checkpoint("evict:evicted")
-        await self.svc.finish_unlinks(conts)
-        await self.svc.ack_unlinks(journal)
-        await self.svc.apply_frees(frees)
-        if fenced:
-            self.svc.eviction_metrics.fenced += 1
-            raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
+            c = picked[i]
+            d = self.depth.get(c.h, 1)
+            self.result.cascade_depth = max(self.result.cascade_depth, d)
+            if c.soft:
+                self.result.soft_pinned_objects += len(o.keys)
+            evicted.append(i)
+            if o.parent:
+                self.depth[o.parent] = max(self.depth.get(o.parent, 0), d + 1)
+                parents[o.parent] = o.pshard
 
     async def run(self, fallback: bool = True) -> None:
         """Rounds until the goal is met or nothing evictable is left: leaves by score, then

@@ -83,16 +83,25 @@ MEANINGS: dict[str, str] = {
     "put_start_release_timeout_ms": "buffers of a discarded put are freed after this",
     "eviction_ratio": "fraction of objects an eviction pass frees",
     "eviction_high_watermark_ratio": "used ratio above which the evictor runs (HEAD 0.90)",
-    "client_live_ttl_ms": "a client silent this long loses its segments",
+    "client_live_ttl_ms": "a client silent this long (of time the service heard) loses its "
+    "segments",
+    "heartbeat_gap_ms": "a pause of the service's own heartbeat longer than this (capped at half "
+    "the client ttl: a Redis outage, an AOF restart, every worker down) restarts every client's "
+    "clock",
+    "unmount_check_owner": "only the client that mounted a segment may unmount it (Mooncake: "
+    "anyone)",
     "max_key_length": "longest key or hash accepted",
     "key_hash_pattern": "regex with one group finding the block hash inside a key "
     "(for keys with a tag before the hash); unset = RFC Design 4",
-    "radix_put_guard": "refuse puts under a parent block that is not stored (no orphans)",
+    "radix_put_guard": "refuse puts under a parent block that is not stored or is an orphan",
+    "orphan_eviction": "orphaned subtrees: first (every pass takes them before any leaf) or "
+    "eager (also removed at the next janitor interval)",
     "dangling_edge_grace_ms": "fsck --repair drops dangling edges older than this",
     "eviction_policy": "leaf scoring: lru or lru-freq[:W]",
     "radix_eviction_target": "where a radix pass started by the high watermark stops: watermark "
     "(at or below it, the RFC) or watermark-ratio (at or below it minus eviction_ratio)",
     "script_batch_size": "most items one Lua script call handles",
+    "batch_chunk_size": "most keys a batch put reserves and commits at a time",
     "evictor_lease_ttl_ms": "evictor lease; a standby takes over about this long after a death",
     "janitor_interval_ms": "period of the janitor (client expiry, stale puts, frees)",
     "alloc_commit_deadline_ms": "a reservation older than this is never committed",

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..fsck import fsck, load_nodes
+from ..fsck import fsck
 from ..outage import FailureLog
 from .schemas import Rpc
 
@@ -161,18 +161,11 @@ class StoreCollector(Collector):
         self.evictor = {_s(k): _s(v) for k, v in (raw or {}).items()}
 
     async def run_fsck(self) -> None:
-        """One check-only fsck plus an orphan count; the result is cached for the gauges."""
+        """One check-only fsck (it counts orphans too); the result is cached for the gauges."""
         start = time.monotonic()
         report = await fsck(self.service, repair=False)
-        nodes = await load_nodes(self.service)
-        orphans = 0
-        for node in nodes.values():
-            if node.keys and node.parent_prefix_hash:
-                parent = nodes.get(node.parent_prefix_hash)
-                if parent is None or parent.is_shell:
-                    orphans += len(node.keys)
         d = report.to_dict()
-        d["orphaned_objects"] = orphans
+        d["orphaned_objects"] = report.counts.get("orphans", 0)
         self.fsck = d
         self.fsck_time = time.time()
         self.fsck_seconds = time.monotonic() - start

@@ -1,0 +1,39 @@
+#!lua flags=no-writes,allow-cross-slot-keys
+-- radix_chain: reads parent pointers up the tree from a node, through every shard this Redis
+-- node serves, for the cycle check of a new parent link (mooncake_redis/cycles.py). Read only;
+-- one call per Redis node a chain crosses (one in all on a single Redis), at most `max` nodes.
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: group count, then per group: anchor, shard index, n, then n items (start hash, max).
+-- Returns: one flat list per item in ARGV order: node, its parent ('' = root or no node), node,
+--          parent, ... from the start up; the last parent is on another Redis node, or the walk
+--          reached max, or it is ''.
+-- Errors: none.
+--!include keys.lua
+--!include errors.lua
+--!include common.lua
+--!include radix.lua
+
+local out = {}
+each_group(function(tag, shard, n)
+  for _ = 1, n do
+    local h, max = arg(), argn()
+    local pairs = {}
+    local ctag = tag
+    for _ = 1, max do
+      local f = redis.call('HMGET', K.node(ctag, h), 'p', 'ps')
+      local p = f[1] or ''
+      table.insert(pairs, h)
+      table.insert(pairs, p)
+      if p == '' then
+        break
+      end
+      local ptag = K.shard(ctag, f[2])
+      if not radix_local(ptag) then
+        break
+      end
+      h, ctag = p, ptag
+    end
+    table.insert(out, pairs)
+  end
+end)
+return out

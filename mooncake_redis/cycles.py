@@ -1,0 +1,102 @@
+"""The cycle check of a new parent link: a node must never get a parent below itself.
+
+A link can close a cycle only when the child already exists without a parent and has children
+(a root with a subtree, or a shell made as someone's parent): the child-side step then answers
+CHECK_CYCLE instead of writing. Such a child is the root of its tree, so the link closes a
+cycle exactly when the new parent's root is the child. :class:`ParentChains` finds roots from
+parent pointers read up the tree (``radix_chain``: one call per Redis node a chain crosses),
+remembered with path compression for the whole batch, plus the links the batch accepts as it
+goes, so checking every item of a 400-level chain registered in one batch costs a few calls.
+Two processes linking the two halves of a cycle at the same moment can still close one (the
+check and the link are separate steps); fsck reports it and ``--repair`` breaks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .service_base import ServiceBase
+
+CHECK_CYCLE = 1  # a child-side step's "check the parent chain first" (not a Mooncake code)
+CHAIN_STEP = 1000  # parent pointers one radix_chain call reads at most
+MAX_CHAIN = 100_000  # a longer chain is refused, as if it closed a cycle
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ParentChains:
+    """Parent pointers of one batch's check: read from Redis once, then kept and compressed."""
+
+    def __init__(self, service: ServiceBase) -> None:
+        self.service = service
+        self.up: dict[str, str] = {}  # node -> an ancestor ('' = root): parent or compressed
+
+    async def _load(self, *hs: str) -> None:
+        """Parent pointers up from each of ``hs``: one radix_chain call per Redis node."""
+        todo = list(dict.fromkeys(h for h in hs if h not in self.up))
+        if not todo:
+            return
+        replies = await self.service.run_sharded_items(
+            "radix_chain", [(self.service.keys.shard_of(h), [h, CHAIN_STEP]) for h in todo]
+        )
+        for h, flat in zip(todo, replies):
+            items = [_s(x) for x in flat]
+            for node, parent in zip(items[::2], items[1::2]):
+                self.up.setdefault(node, parent)
+            self.up.setdefault(h, "")
+
+    async def root(self, h: str) -> str | None:
+        """The root of h's tree; None when h's chain is an old cycle or too long."""
+        path: list[str] = []
+        seen: set[str] = set()
+        cur = h
+        while True:
+            if cur in seen or len(path) > MAX_CHAIN:
+                return None
+            seen.add(cur)
+            if cur not in self.up:
+                await self._load(cur)
+            nxt = self.up[cur]
+            if not nxt:
+                break
+            path.append(cur)
+            cur = nxt
+        for x in path:  # compress: every node on the path points at the root
+            self.up[x] = cur
+        return cur
+
+    async def closes_cycle(self, child: str, parent: str) -> bool:
+        """Whether child, a root with children, would become its own ancestor under parent."""
+        if child not in self.up:
+            await self._load(child)
+        if self.up[child]:
+            return False  # the batch gave it a parent already: the step itself decides
+        top = await self.root(parent)
+        return top is None or top == child
+
+    def accept(self, child: str, parent: str) -> None:
+        """The batch records this link: later checks see it."""
+        if not self.up.get(child):
+            self.up[child] = parent
+
+
+async def check_links(
+    service: ServiceBase, links: Sequence[tuple[str, str]], rooted: Iterable[str] = ()
+) -> list[bool]:
+    """For (child, parent) links whose child is a root with children, in batch order: True
+    when the link would close a cycle (refuse it), False to send it as checked. ``rooted``:
+    nodes the batch's link step found without a parent (read no further)."""
+    chains = ParentChains(service)
+    chains.up.update(dict.fromkeys(rooted, ""))
+    await chains._load(*(h for link in links for h in link))  # the whole batch at once
+    out = []
+    for child, parent in links:
+        bad = await chains.closes_cycle(child, parent)
+        if not bad:
+            chains.accept(child, parent)
+        out.append(bad)
+    return out

@@ -1,0 +1,427 @@
+"""The put RPCs: put start (reserve + link, then commit, in bounded chunks), end, revoke.
+
+Each is a sequence of single-tag script steps in the crash-safe order ``store.py`` describes;
+the radix put guard (no orphans, no partial blocks) and the parent cycle check live here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .allocation import AllocationMixin, _Put
+from .cycles import CHECK_CYCLE, check_links
+from .errors import ErrorCode, MooncakeError
+from .models import (
+    PROCESSING,
+    ReplicaDescriptor,
+    ReplicateConfig,
+)
+from .prefix import check_key, check_str
+from .records import U64_MAX, FreePair, _err, _s
+from .service_base import ShardItem
+
+ConfigArg = ReplicateConfig | Mapping[str, Any] | None
+
+
+def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> ReplicaDescriptor:
+    """A replica record (offsets, lengths and base as u64 hex) as Mooncake's descriptor."""
+    off = int(rep["off"], 16)
+    return ReplicaDescriptor(
+        replica_id=replica_id,
+        status=status,
+        segment_id=str(rep["seg"]),
+        segment_name=str(rep.get("name", "")),
+        buffer_address=int(rep["base"], 16) + off,
+        size=int(rep["len"], 16),
+        protocol=str(rep["proto"]),
+        transport_endpoint=str(rep["ep"]),
+        offset=off,
+    )
+
+
+def _cycle_msg(p: _Put) -> str:
+    return (
+        f"parent_block_hash: block {p.cfg.parent_block_hash} is below {p.prefix};"
+        " the put would close a parent cycle"
+    )
+
+
+class PutsMixin(AllocationMixin):
+    # ------------------------------------------------------------------ erase plumbing
+    async def _run_erase(
+        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
+    ) -> list[Any]:
+        """Scripts replying {per item, conts, frees}: finishes unlinks and drains the frees."""
+        out: list[Any] = [None] * len(items)
+        conts: list[Any] = []
+        frees: list[FreePair] = []
+        for idx, (replies, cs, fs) in await self.run_sharded(script, items, head):
+            for i, r in zip(idx, replies):
+                out[i] = r
+            conts.extend(cs)
+            frees.extend((int(sh), _s(e)) for sh, e in fs)
+        await self.checkpoint("erase:erased")
+        await self.finish_unlinks(conts)
+        await self.apply_frees(frees)
+        return out
+
+    # ------------------------------------------------------------------ put
+    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig) -> _Put:
+        k = check_key(key, self.config.max_key_length)
+        if isinstance(lengths, int) and not isinstance(lengths, bool):
+            lengths = [lengths]
+        if not isinstance(lengths, (list, tuple)) or not lengths:
+            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: a non-empty list")
+        for n in lengths:
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise MooncakeError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"slice_lengths[{i}]: sizes must be positive, got {n!r}",
+                )
+        if sum(lengths) > U64_MAX:
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: the sum exceeds 2^64 - 1 bytes"
+            )
+        prefix = self.prefix_of(k)
+        if cfg.parent_block_hash == prefix:
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"parent_block_hash: {prefix} is the key's own prefix"
+            )
+        return _Put(i, k, sum(lengths), prefix, self.keys.shard_of(prefix), uuid.uuid4().hex, cfg)
+
+    def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
+        n = cfg.replica_num
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 64:
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"replica_num: must be in 1..64, got {n!r}"
+            )
+        for s in cfg.preferred():
+            check_str("preferred_segments", s, 256)
+        check_str(
+            "parent_block_hash", cfg.parent_block_hash, self.config.max_key_length, allow_empty=True
+        )
+        return cfg
+
+    async def put_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        [res] = await self.batch_put_start(client_id, [key], [slice_lengths], config)
+        if isinstance(res, MooncakeError):
+            raise res
+        return res
+
+    async def batch_put_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        """BatchPutStart: one result per key. ``config`` is one ReplicateConfig for all keys (as
+        Mooncake) or a list with one per key (so one batch can carry several radix parents)."""
+        client = check_str("client_id", client_id, self.config.max_key_length)
+        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
+            )
+        if isinstance(config, (list, tuple)):
+            if len(config) != len(keys):
+                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
+            cfgs = [self._check_config(ReplicateConfig.coerce(c)) for c in config]
+        else:
+            one = self._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
+            cfgs = [one] * len(keys)
+        results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
+        puts: list[_Put] = []
+        for i, key in enumerate(keys):
+            try:
+                puts.append(self._check_put(i, key, slice_lengths[i], cfgs[i]))
+            except MooncakeError as exc:
+                results[i] = exc
+        # Bounded chunks, each reserved and committed before the next: a reservation is
+        # refused once older than alloc_commit_deadline_ms, so a batch of any size must never
+        # reserve more than it commits within that time. A chunk that takes over a quarter of
+        # the deadline halves the next one (a slow or loaded Redis); a fast one doubles it.
+        in_batch = {p.prefix for p in puts}
+        failed: list[_Put] = []
+        cap = self.config.batch_chunk_size
+        size = min(cap, 256)
+        budget = self.config.alloc_commit_deadline_ms / 1000.0
+        start = 0
+        while start < len(puts):
+            chunk = puts[start : start + size]
+            start += len(chunk)
+            t0 = time.monotonic()
+            failed.extend(await self._put_chunk(client, chunk, in_batch, results))
+            took = time.monotonic() - t0
+            if took > budget / 4:
+                size = max(16, size // 2)
+            elif took < budget / 16:
+                size = min(cap, size * 2)
+        if self.config.enable_radix_tree and self.config.radix_put_guard:
+            await self._roll_back_partial(client, puts, failed, results)
+        return [r if r is not None else MooncakeError(ErrorCode.INTERNAL_ERROR) for r in results]
+
+    async def _put_chunk(
+        self, client: str, puts: list[_Put], in_batch: set[str], results: list[Any]
+    ) -> list[_Put]:
+        """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
+        buffers freed, their fresh parent edges dropped)."""
+        radix = self.config.enable_radix_tree
+        linked = [p for p in puts if radix and p.cfg.parent_block_hash]
+        # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
+        _, links = await asyncio.gather(
+            self._reserve(puts),
+            self.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
+        )
+        rooted: set[str] = set()  # parents with no parent of their own when linked
+        for p, (gen, stored, root) in zip(linked, links):
+            p.gen, p.parent_stored = gen, stored
+            if root:
+                rooted.add(p.cfg.parent_block_hash)
+        await self.checkpoint("put_start:reserved")
+        failed: list[_Put] = []
+        empty = [p for p in puts if not p.reps]
+        guard = radix and self.config.radix_put_guard
+        orphans = self._orphan_puts(linked, in_batch) if guard else []
+        if empty or orphans:
+            await self._explain_no_replica(empty, results, orphans)
+            failed.extend(empty)
+            failed.extend(orphans)
+        # Step 2: commit in the object shards.
+        todo = [p for p in puts if p.reps and p not in orphans]
+        c = self.config
+        head = [
+            c.num_shards,
+            c.alloc_commit_deadline_ms,
+            c.put_start_discard_timeout_ms,
+            c.put_start_release_timeout_ms,
+            c.default_kv_soft_pin_ttl_ms,
+            1 if radix else 0,
+        ]
+
+        def item(p: _Put, checked: int) -> ShardItem:
+            parent = p.cfg.parent_block_hash if radix else ""
+            return (
+                p.shard,
+                [
+                    p.key,
+                    p.pid,
+                    client,
+                    str(p.size),
+                    1 if p.cfg.with_soft_pin else 0,
+                    1 if p.cfg.with_hard_pin else 0,
+                    json.dumps(p.reps, separators=(",", ":")),
+                    p.prefix,
+                    parent,
+                    self.keys.shard_of(parent) if parent else -1,
+                    p.gen,
+                    checked,
+                ],
+            )
+
+        conts: list[Any] = []
+
+        async def commit(items: list[ShardItem]) -> list[Any]:
+            replies: list[Any] = [None] * len(items)
+            for idx, (rs, cs) in await self.run_sharded("put_start", items, head):
+                for i, r in zip(idx, rs):
+                    replies[i] = r
+                conts.extend(cs)
+            return replies
+
+        # A put of a block that now has children and no parent (a chain put in one batch: each
+        # block is the parent of the next) gets its parent only if the block is not that
+        # parent's root (cycles.py); checked here, in batch order, before its commit.
+        pre = [p for p in todo if p.prefix in rooted and p.cfg.parent_block_hash]
+        checked: set[int] = set()
+        if pre:
+            links_pre = [(p.prefix, p.cfg.parent_block_hash) for p in pre]
+            for p, bad in zip(pre, await check_links(self, links_pre, rooted)):
+                if bad:
+                    results[p.index] = MooncakeError(ErrorCode.INVALID_PARAMS, _cycle_msg(p))
+                    failed.append(p)
+                else:
+                    checked.add(p.index)
+            pre_ix = {p.index for p in pre}
+            todo = [p for p in todo if p.index in checked or p.index not in pre_ix]
+        replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
+        # A node that exists without a parent and has children (a root with a child, a shell)
+        # takes a parent only when it is not that parent's root: a second key of a node put
+        # under the node's own child would close a cycle (cycles.py; in batch order).
+        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        if again:
+            cycles = await check_links(
+                self, [(todo[j].prefix, todo[j].cfg.parent_block_hash) for j in again]
+            )
+            for j, bad in zip(again, cycles):
+                if bad:
+                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], 0]
+            resend = [j for j, bad in zip(again, cycles) if not bad]
+            for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
+                replies[j] = r
+        for p, reply in zip(todo, replies):
+            err = _err(reply)
+            if err is not None:
+                results[p.index] = err
+                p.adopted = bool(int(reply[3]))
+                failed.append(p)
+                continue
+            ids = [int(_s(x)) for x in reply[2]]
+            results[p.index] = [_descriptor(r, rid, PROCESSING) for rid, r in zip(ids, p.reps)]
+        # Failed items: free their buffers, drop the parent edges made for them.
+        undo = [
+            (
+                p.cfg.parent_block_hash,
+                self.keys.shard_of(p.cfg.parent_block_hash),
+                p.prefix,
+                str(p.gen),
+            )
+            for p in failed
+            if p.gen and not p.adopted
+        ]
+        await asyncio.gather(
+            self._free_reservations([p for p in failed if p.reps]),
+            self.finish_unlinks([*conts, *undo]),
+        )
+        return failed
+
+    @staticmethod
+    def _orphan_puts(linked: Sequence[_Put], in_batch: set[str]) -> list[_Put]:
+        """Puts whose parent block is neither completely stored nor part of this batch."""
+        return [
+            p for p in linked if not p.parent_stored and p.cfg.parent_block_hash not in in_batch
+        ]
+
+    async def _roll_back_partial(
+        self,
+        client: str,
+        puts: Sequence[_Put],
+        failed: Sequence[_Put],
+        results: list[Any],
+    ) -> None:
+        """Revokes what this batch committed for a block that it did not accept whole, and for
+        children of such blocks that had no other stored parent, until nothing changes."""
+        bad = {
+            p.prefix
+            for p in failed
+            if not (
+                isinstance(results[p.index], MooncakeError)
+                and results[p.index].code == ErrorCode.OBJECT_ALREADY_EXISTS
+            )
+        }
+        done = [p for p in puts if not isinstance(results[p.index], MooncakeError)]
+        while True:
+            undo = [
+                p
+                for p in done
+                if p.prefix in bad or (p.cfg.parent_block_hash in bad and not p.parent_stored)
+            ]
+            if not undo:
+                return
+            await self.batch_put_revoke(client, [p.key for p in undo])
+            for p in undo:
+                results[p.index] = MooncakeError(
+                    ErrorCode.NO_AVAILABLE_HANDLE,
+                    f"key {p.key}: rolled back, its block or its parent block was not stored whole",
+                )
+                bad.add(p.prefix)
+            done = [p for p in done if p not in undo]
+
+    async def _explain_no_replica(
+        self, puts: list[_Put], results: list[Any], orphans: Sequence[_Put] = ()
+    ) -> None:
+        """Puts that got no buffer: OBJECT_ALREADY_EXISTS if the key exists (Mooncake checks that
+        first), INVALID_PARAMS if no segment could ever hold it, else NO_AVAILABLE_HANDLE with a
+        durable eviction request. Orphan puts (refused by the radix put guard): OBJECT_NOT_FOUND
+        naming the parent block, unless the key exists."""
+        radix = self.config.enable_radix_tree
+        every = [*puts, *orphans]
+        replies = await self.run_sharded_items(
+            "put_precheck",
+            [
+                (p.shard, [p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen])
+                for p in every
+            ],
+            [self.config.put_start_discard_timeout_ms],
+        )
+        need_evict = False
+        for n, (p, (hit, adopted)) in enumerate(zip(every, replies)):
+            p.adopted = bool(int(adopted))
+            maxsize = p.maxsize
+            if n >= len(puts) and not int(hit):
+                results[p.index] = MooncakeError(
+                    ErrorCode.OBJECT_NOT_FOUND,
+                    f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored"
+                    " (or is itself an orphan: its own parent block is gone);"
+                    " refusing an orphan (radix_put_guard)",
+                )
+            elif int(hit):
+                results[p.index] = MooncakeError(
+                    ErrorCode.OBJECT_ALREADY_EXISTS, f"key {p.key}: object already exists"
+                )
+            elif maxsize and p.size > maxsize:
+                results[p.index] = MooncakeError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"slice_lengths: {p.size} bytes exceed every mounted segment ({maxsize})",
+                )
+            else:
+                need_evict = True
+                results[p.index] = MooncakeError(
+                    ErrorCode.NO_AVAILABLE_HANDLE,
+                    f"key {p.key}: no segment has {p.size} bytes free",
+                )
+        if need_evict:
+            await self.request_eviction("alloc")
+
+    async def put_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        [res] = await self.batch_put_end(client_id, [key], replica_type)
+        if res is not None:
+            raise res
+
+    async def batch_put_end(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        return await self._client_step("put_end", client_id, keys, replica_type)
+
+    async def put_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        [res] = await self.batch_put_revoke(client_id, [key], replica_type)
+        if res is not None:
+            raise res
+
+    async def batch_put_revoke(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        return await self._client_step("put_revoke", client_id, keys, replica_type)
+
+    async def _client_step(
+        self, script: str, client_id: str, keys: Sequence[str], replica_type: str
+    ) -> list[MooncakeError | None]:
+        client = check_str("client_id", client_id, self.config.max_key_length)
+        if replica_type not in ("MEMORY", "memory"):
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}"
+            )
+        results: list[MooncakeError | None] = [None] * len(keys)
+        items: list[ShardItem] = []
+        where: list[int] = []
+        for i, key in enumerate(keys):
+            try:
+                k = check_key(key, self.config.max_key_length)
+            except MooncakeError as exc:
+                results[i] = exc
+                continue
+            items.append((self.shard_of_key(k), [k, client]))
+            where.append(i)
+        if script == "put_end":
+            replies = await self.run_sharded_items(script, items)
+        else:
+            replies = await self._run_erase(script, items)
+        for i, r in zip(where, replies):
+            results[i] = _err(r)
+        return results
