@@ -114,7 +114,15 @@ def chain(backend_url: str) -> Iterator[list[str]]:
             await svc.ping("cl")
 
     asyncio.run(go())
-    yield ["--redis-url", backend_url, "--namespace", ns, "--num-shards", "8"]
+    yield [
+        "--redis-url",
+        backend_url,
+        "--namespace",
+        ns,
+        "--num-shards",
+        "8",
+        "--enable-radix-tree",
+    ]
     _cleanup(backend_url, ns)
 
 
@@ -170,7 +178,7 @@ def test_fsck_repair_says_what_it_could_not_repair(
     ghost = h("ghost")
 
     async def dangle() -> None:  # a fresh dangling edge: a link may be in progress
-        cfg = Config(redis_url=backend_url, namespace=ns, num_shards=8)
+        cfg = Config(redis_url=backend_url, namespace=ns, num_shards=8, enable_radix_tree=True)
         async with await MasterService.from_url(backend_url, cfg) as svc:
             now = await svc.backend.time_ms()
             await svc.backend.client.zadd(keys.node_children(keys.shard_of(B), B), {ghost: now})

@@ -158,11 +158,25 @@ def _mismatch(capsys: pytest.CaptureFixture[str], url: str, ns: str, *argv: str)
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv", [["evictor", "--once"], ["fsck"], ["inspect", "stats"]])
 def test_shard_mismatch_is_one_line(
+    recorded: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _mismatch(capsys, *recorded, "evictor", "--once")
+
+
+@pytest.mark.parametrize("argv", [["fsck", "--json"], ["inspect", "stats", "--json"]])
+def test_read_only_tools_take_the_recorded_settings(
     argv: list[str], recorded: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _mismatch(capsys, *recorded, *argv)
+    """fsck and inspect write nothing and read the namespace as it was recorded (8 shards),
+    whatever --num-shards says."""
+    url, ns = recorded
+    code, out, err = run(capsys, *argv, "--redis-url", url, "--namespace", ns, "--num-shards", "16")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "Traceback" not in err
+    if argv[0] == "inspect":
+        assert all(s["shard"] < 8 for s in doc["shards"]), doc["shards"]
 
 
 def test_serve_shard_mismatch_is_one_line(

@@ -46,7 +46,7 @@ class FleetMaster:
         worker's /metrics, since whichever holds the evictor lease counts its own."""
         f = self.fleet
         cfg = Config(redis_url=f.redis_url, namespace=f.namespace, num_shards=f.num_shards)
-        svc = await MasterService.from_url(f.redis_url, cfg)
+        svc = await MasterService.from_url(f.redis_url, cfg, create=False)  # reads only
         try:
             t = await svc.shard_totals("evicted_keys", "evicted_bytes")
         finally:
@@ -78,7 +78,12 @@ class FleetMaster:
         from ..bench.common import drop_namespace
 
         f = self.fleet
-        cfg = Config(redis_url=f.redis_url, namespace=f.namespace, num_shards=f.num_shards)
+        cfg = Config(
+            redis_url=f.redis_url,
+            namespace=f.namespace,
+            num_shards=f.num_shards,
+            enable_radix_tree=f.radix,
+        )
         svc = await MasterService.from_url(f.redis_url, cfg)
         try:
             await drop_namespace(svc)
