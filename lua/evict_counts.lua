@@ -5,8 +5,6 @@
 -- ARGV: group count, then per group: anchor, shard index, 0.
 -- Returns: {now ms, per group: {objects, expired lru entries}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local now = now_ms()

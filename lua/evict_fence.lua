@@ -6,8 +6,6 @@
 -- Returns: the number of shards whose fence was raised.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local epoch = argn()

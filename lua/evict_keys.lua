@@ -12,12 +12,6 @@
 --          or {0} when fenced; status 'ok' or why not ('absent', 'hard', 'lease', 'busy',
 --          'soft', 'tree').
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local epoch, expires, allow_soft, no_tree = argn(), argn(), argn(), argn()

@@ -19,12 +19,6 @@
 --          or {0} when fenced.
 --          status: 'ok' (evicted) or why not ('gone', 'inner', 'hard', 'lease', 'busy', 'soft').
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local epoch, expires, allow_soft = argn(), argn(), argn()

@@ -12,12 +12,6 @@
 -- Returns: {now ms, per group: {{key, lease, soft 0/1, bytes, ...flattened}, cursor score,
 --          cursor member, exhausted 0/1, skipped tree, skipped busy}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local limit, no_tree = argn(), argn()

@@ -6,11 +6,6 @@
 -- Returns: per key 1 or 0.
 -- Errors: none.
 -- Idempotent: yes (a lease grant is a max).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local ttl, soft_ttl = argn(), argn()

@@ -8,11 +8,6 @@
 -- Returns: per key {code, message, replicas cjson, lease timeout ms}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local ttl, soft_ttl = argn(), argn()

@@ -7,11 +7,6 @@
 --       count, then per group: anchor, shard index, 0.
 -- Returns: {discarded count, released count, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local discard, release, limit = argn(), argn(), argn()

@@ -6,8 +6,6 @@
 -- ARGV: group count, then per group: anchor, shard index, 0.
 -- Returns: per group, in ARGV order, a flat list: key, put id, key, put id, ...
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local out = {}

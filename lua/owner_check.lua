@@ -7,11 +7,6 @@
 --       offset (u64 hex), put id).
 -- Returns: per item 1 (referenced or scheduled) or 0.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local out = {}

@@ -8,11 +8,6 @@
 -- Returns: per item {code, message}.
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601).
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local now = now_ms()

@@ -9,11 +9,6 @@
 -- Returns: per item {1 (exists, not stale) or 0, edge adopted 0/1}.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local discard = argn()

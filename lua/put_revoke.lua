@@ -6,11 +6,6 @@
 -- Returns: {{per item {code, message}}, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601), INVALID_WRITE (-700) when a
 --   replica is not PROCESSING.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local out, conts, frees = {}, {}, {}

@@ -21,11 +21,6 @@
 --   than the commit deadline); 1 (not a Mooncake code; nothing written) when the node exists
 --   without a parent and has children and the cycle check was not done (see radix_register).
 -- Idempotent: yes (an object already written by this put id answers OK).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local num_shards, deadline, discard, release, soft_ttl, radix_on =

@@ -8,9 +8,6 @@
 --          parent, ... from the start up; the last parent is on another Redis node, or the walk
 --          reached max, or it is ''.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local out = {}

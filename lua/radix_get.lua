@@ -6,9 +6,6 @@
 --          {parent, parent shard, generation, created ms, score, hits, {keys...},
 --           {child, generation, child, generation, ...}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local out = {}

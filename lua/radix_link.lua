@@ -15,9 +15,6 @@
 --          must pass the cycle check (the caller does it before that commit).
 -- Errors: none (inputs are validated by the caller).
 -- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local now = now_ms()

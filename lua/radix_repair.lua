@@ -10,9 +10,6 @@
 -- Returns: {repaired count, {continuation...}} as radix_unregister.
 -- Errors: none (unknown operations are ignored and not counted).
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local fixed, conts = 0, {}

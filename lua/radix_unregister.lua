@@ -8,9 +8,6 @@
 --          to be passed to radix_unlink in the parent's shard.
 -- Errors: none (unknown keys are skipped). A stored object whose key is removed loses its
 --         "registered" mark (rad) in the same step.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local removed, conts = 0, {}

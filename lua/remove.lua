@@ -7,11 +7,6 @@
 -- Returns: {{per key: {code, message}}, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors (per key, strict): OBJECT_NOT_FOUND (-704), OBJECT_HAS_LEASE (-706) unless force,
 --   REPLICA_IS_NOT_READY (-703) if a replica is not COMPLETE (even with force).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local mode, force = arg(), argn()

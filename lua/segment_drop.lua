@@ -8,11 +8,6 @@
 --       offset (u64 hex), put id).
 -- Returns: {replicas dropped, objects erased, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local now = now_ms()

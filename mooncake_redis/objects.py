@@ -10,21 +10,27 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .context import Context, ShardItem
 from .errors import ErrorCode, MooncakeError
 from .models import (
     COMPLETE,
     GetReplicaListResponse,
 )
 from .prefix import check_key, check_str
-from .puts import PutsMixin, _descriptor
+from .puts import Puts, _descriptor
 from .records import _err, _s
-from .service_base import ShardItem
 
 MAX_REGEX_LEN = 1024
 REGEX_TIMEOUT_S = 0.05  # per key; a pattern that needs more is refused before anything changes
 
 
-class ObjectsMixin(PutsMixin):
+class Objects:
+    """The object RPCs besides puts; removals erase through :meth:`Puts.run_erase`."""
+
+    def __init__(self, ctx: Context, puts: Puts) -> None:
+        self.ctx = ctx
+        self.puts = puts
+
     # ------------------------------------------------------------------ reads
     def _checked_keys(self, keys: Sequence[str]) -> tuple[list[Any], list[ShardItem], list[int]]:
         results: list[Any] = [None] * len(keys)
@@ -32,11 +38,11 @@ class ObjectsMixin(PutsMixin):
         where: list[int] = []
         for i, key in enumerate(keys):
             try:
-                k = check_key(key, self.config.max_key_length)
+                k = check_key(key, self.ctx.config.max_key_length)
             except MooncakeError as exc:
                 results[i] = exc
                 continue
-            items.append((self.shard_of_key(k), [k]))
+            items.append((self.ctx.shard_of_key(k), [k]))
             where.append(i)
         return results, items, where
 
@@ -51,9 +57,9 @@ class ObjectsMixin(PutsMixin):
     ) -> list[GetReplicaListResponse | MooncakeError]:
         """GetReplicaList per key: the COMPLETE replicas, granting a lease."""
         results, items, where = self._checked_keys(keys)
-        ttl = self.config.default_kv_lease_ttl_ms
-        replies = await self.run_sharded_items(
-            "get_replicas", items, [ttl, self.config.default_kv_soft_pin_ttl_ms]
+        ttl = self.ctx.config.default_kv_lease_ttl_ms
+        replies = await self.ctx.run_sharded_items(
+            "get_replicas", items, [ttl, self.ctx.config.default_kv_soft_pin_ttl_ms]
         )
         for i, r in zip(where, replies):
             err = _err(r)
@@ -75,10 +81,10 @@ class ObjectsMixin(PutsMixin):
     async def batch_exist_key(self, keys: Sequence[str]) -> list[bool | MooncakeError]:
         """ExistKey per key: True only with a COMPLETE replica; a hit grants a lease."""
         results, items, where = self._checked_keys(keys)
-        replies = await self.run_sharded_items(
+        replies = await self.ctx.run_sharded_items(
             "exist",
             items,
-            [self.config.default_kv_lease_ttl_ms, self.config.default_kv_soft_pin_ttl_ms],
+            [self.ctx.config.default_kv_lease_ttl_ms, self.ctx.config.default_kv_soft_pin_ttl_ms],
         )
         for i, r in zip(where, replies):
             results[i] = bool(int(r))
@@ -94,7 +100,7 @@ class ObjectsMixin(PutsMixin):
         self, keys: Sequence[str], force: bool = False
     ) -> list[MooncakeError | None]:
         results, items, where = self._checked_keys(keys)
-        replies = await self._run_erase("remove", items, ["strict", 1 if force else 0])
+        replies = await self.puts.run_erase("remove", items, ["strict", 1 if force else 0])
         for i, r in zip(where, replies):
             results[i] = _err(r)
         return results
@@ -103,30 +109,32 @@ class ObjectsMixin(PutsMixin):
         """Key -> put id of every COMPLETE object, without granting a lease: one atomic script
         call per node (a consistent snapshot on a single Redis, even while an evictor runs).
         For tools, health samples and tests, not a Mooncake RPC."""
-        items: list[ShardItem] = [(sh, []) for sh in range(self.keys.num_shards)]
+        items: list[ShardItem] = [(sh, []) for sh in range(self.ctx.keys.num_shards)]
         out: dict[str, str] = {}
-        for _, reply in await self.run_sharded("objects_complete", items):
+        for _, reply in await self.ctx.run_sharded("objects_complete", items):
             for flat in reply:
                 out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
         return out
 
-    async def _all_object_keys(self) -> list[str]:
+    async def all_object_keys(self) -> list[str]:
         async def scan(shard: int) -> list[str]:
             out: list[str] = []
             cursor: Any = 0
-            key = self.keys.shard_key(shard, "objects")
+            key = self.ctx.keys.shard_key(shard, "objects")
             while True:
-                cursor, members = await self.backend.client.sscan(key, cursor, count=1000)
+                cursor, members = await self.ctx.backend.command(
+                    "SSCAN", key, cursor, "COUNT", 1000
+                )
                 out.extend(_s(m) for m in members)
                 if int(cursor) == 0:
                     return out
 
-        parts = await asyncio.gather(*(scan(s) for s in range(self.keys.num_shards)))
+        parts = await asyncio.gather(*(scan(s) for s in range(self.ctx.keys.num_shards)))
         return [k for p in parts for k in p]
 
     async def _remove_skip(self, keys: Sequence[str], force: bool) -> int:
-        items: list[ShardItem] = [(self.shard_of_key(k), [k]) for k in keys]
-        replies = await self._run_erase("remove", items, ["skip", 1 if force else 0])
+        items: list[ShardItem] = [(self.ctx.shard_of_key(k), [k]) for k in keys]
+        replies = await self.puts.run_erase("remove", items, ["skip", 1 if force else 0])
         return sum(1 for r in replies if int(r[0]) == 0)
 
     async def _keys_matching(self, pattern: str) -> list[str]:
@@ -141,7 +149,7 @@ class ObjectsMixin(PutsMixin):
         except (regex.error, ValueError, OverflowError) as exc:
             raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
         matched: list[str] = []
-        for k in await self._all_object_keys():
+        for k in await self.all_object_keys():
             try:
                 if pat.search(k, timeout=REGEX_TIMEOUT_S):
                     matched.append(k)
@@ -165,4 +173,4 @@ class ObjectsMixin(PutsMixin):
 
     async def remove_all(self, force: bool = False) -> int:
         """RemoveAll: removes every object that is not leased (unless force) and complete."""
-        return await self._remove_skip(await self._all_object_keys(), force)
+        return await self._remove_skip(await self.all_object_keys(), force)

@@ -8,6 +8,8 @@
 -- lowest offset among equals). O(log n) per call. alloc HASH: offset -> "len|put id|ms|owner
 -- key" (the owner key last: it may contain '|'). pending ZSET: offset -> alloc ms, allocations
 -- not yet confirmed by the janitor. info.allocated = sum of the lengths in alloc (a u64).
+--!include common.lua
+--!include u64.lua
 
 -- "len|pid|ms|owner" -> len (u64), pid, ms (number), owner
 local function alloc_parse(rec)

@@ -1,11 +1,12 @@
--- Eviction helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
--- u64.lua, radix.lua, store.lua (included before this file).
+-- Eviction helpers inside ONE object shard (tag). Includes store.lua (and so everything it
+-- includes).
 --
 -- Fencing: the evictor lease lives in the global tag, which a shard script cannot read on a
 -- cluster. So every writing eviction script gets (epoch, lease expiry ms) in ARGV and refuses
 -- when the lease is over by Redis time or when the shard has already seen a newer epoch (field
 -- 'fence' of the shard's stats HASH, raised to the highest epoch that wrote there). A paused
 -- former leader is refused by both.
+--!include store.lua
 
 -- Parses the groups of a batch script into a table first, so that the fence of every shard of
 -- the call is checked before anything is written. Per group: tag, shard, item count, items

@@ -14,6 +14,7 @@
 -- its children are marked, when it gains one again they are unmarked, by continuations
 -- {child, -1 (the caller computes the shard), '', 'orphan' | 'adopt'}. Eviction takes orphaned
 -- subtrees first; the put guard refuses a child of a marked node.
+--!include common.lua
 
 local function radix_refresh_leaf(tag, h)
   local nk = redis.call('SCARD', K.node_keys(tag, h))

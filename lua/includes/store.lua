@@ -1,5 +1,5 @@
--- Object store helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
--- u64.lua, radix.lua (included before this file).
+-- Object store helpers inside ONE object shard (tag). Includes what it needs (below).
+-- Field names: F.obj (fields.lua, from keys.HASH_FIELDS); the short names stored:
 --
 -- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
 -- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
@@ -9,6 +9,9 @@
 -- A buffer free is the string "segment id|offset|put id"; it goes to the shard outbox (applied
 -- by outbox drains, idempotently) or, for a discarded stale put, to the discarded ZSET with its
 -- release time (moved to the outbox by the janitor once due).
+--!include common.lua
+--!include u64.lua
+--!include radix.lua
 
 local function store_free_entry(rep, pid)
   return rep.seg .. '|' .. rep.off .. '|' .. pid

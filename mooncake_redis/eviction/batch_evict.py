@@ -27,19 +27,14 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..records import _s
 from .coordinator import EvictorLease, LeaseLost
+from .goal import EvictionDeps
 from .metrics import EvictionResult
 
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin
-
 INF = "+inf"
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def ratios(used: float, high_watermark: float, eviction_ratio: float) -> tuple[float, float]:
@@ -67,7 +62,7 @@ class _Cursor:
 
 @dataclass
 class BatchEvictor:
-    svc: EvictionMixin
+    deps: EvictionDeps
     lease: EvictorLease
     result: EvictionResult
     no_tree: bool = False
@@ -87,7 +82,7 @@ class BatchEvictor:
         """Reads the next eligible entries of each shard (one call per node); moves cursors."""
         items = [(sh, [cursors[sh].score, cursors[sh].member, want, max_lease]) for sh in shards]
         out: dict[int, list[_Entry]] = {sh: [] for sh in shards}
-        calls = await self.svc.run_sharded(
+        calls = await self.deps.ctx.run_sharded(
             "evict_objects_scan", items, [limit, 1 if self.no_tree else 0]
         )
         self.scans += len(calls)
@@ -115,10 +110,10 @@ class BatchEvictor:
         """Fenced erase of chosen objects, then unlinks and frees. Returns objects evicted."""
         if not entries:
             return 0
-        await self.svc.checkpoint("evict:chosen")
+        await self.deps.ctx.checkpoint("evict:chosen")
         await self.lease.ensure()
         items = [(e.shard, [e.key]) for e in entries]
-        calls = await self.svc.run_sharded(
+        calls = await self.deps.ctx.run_sharded(
             "evict_keys",
             items,
             [*self.lease.head(), 1 if allow_soft else 0, 1 if self.no_tree else 0],
@@ -146,21 +141,21 @@ class BatchEvictor:
                     self.result.skip(st if st in self.result.skipped else "gone")
             conts.extend(cs)
             frees.extend((int(sh), _s(en)) for sh, en in fs)
-        await self.svc.finish_unlinks(conts)
-        await self.svc.apply_frees(frees)
+        await self.deps.radix.finish_unlinks(conts)
+        await self.deps.allocator.apply_frees(frees)
         self.result.evicted_objects += done
         if self.no_tree:
             self.result.fallback_objects += done
         self.evicted += done
         if fenced:
-            self.svc.eviction_metrics.fenced += 1
+            self.deps.ctx.metrics.fenced += 1
             raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
         return done
 
     async def _counts(self) -> dict[int, int]:
-        shards = list(range(self.svc.keys.num_shards))
+        shards = list(range(self.deps.ctx.keys.num_shards))
         out: dict[int, int] = {}
-        for idx, (_now, groups) in await self.svc.run_sharded(
+        for idx, (_now, groups) in await self.deps.ctx.run_sharded(
             "evict_counts", [(sh, []) for sh in shards]
         ):
             for i, (objects, _expired) in zip(idx, groups):
@@ -170,7 +165,7 @@ class BatchEvictor:
     # -- the algorithm -----------------------------------------------------------------------
     async def run(self, target: float, lowerbound: float) -> int:
         """One BatchEvict(target, lowerbound). Returns the objects evicted."""
-        cfg = self.svc.config
+        cfg = self.deps.ctx.config
         n = cfg.num_shards
         batch = cfg.script_batch_size
         counts = await self._counts()
@@ -221,8 +216,8 @@ class BatchEvictor:
     async def _merge_oldest(self, want: int) -> tuple[list[_Entry], list[_Entry]]:
         """The ``want`` oldest not-soft-pinned eligible objects across all shards, in lease
         order; and, when there are fewer, every soft-pinned one seen (all of them)."""
-        n = self.svc.config.num_shards
-        k = max(8, min(self.svc.config.script_batch_size, 2 * math.ceil(want / n) + 4))
+        n = self.deps.ctx.config.num_shards
+        k = max(8, min(self.deps.ctx.config.script_batch_size, 2 * math.ceil(want / n) + 4))
         cursors = {sh: _Cursor() for sh in range(n)}
         heap: list[tuple[int, int, int, _Entry]] = []
         pending = dict.fromkeys(range(n), 0)

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..context import Context
+from ..records import _s
 from .coordinator import EvictorLease, LeaseLost
+from .goal import EvictionDeps
 from .metrics import EvictionResult
 
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin
 
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+async def ack_unlinks(ctx: Context, journal: Sequence[tuple[int, str]]) -> None:
+    """Drops journaled unlink steps once they ran (``evict_unlinks_ack``)."""
+    if journal:
+        await ctx.run_sharded("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
 
 
 @dataclass
@@ -32,7 +34,7 @@ class LeafOutcome:
 
 
 async def evict_leaves(
-    svc: EvictionMixin,
+    deps: EvictionDeps,
     lease: EvictorLease,
     result: EvictionResult,
     leaves: Sequence[tuple[int, str]],
@@ -40,7 +42,7 @@ async def evict_leaves(
 ) -> list[LeafOutcome]:
     """Evicts (shard, hash) leaves; counts what went into ``result``; one outcome per leaf."""
     await lease.ensure()
-    calls = await svc.run_sharded(
+    calls = await deps.ctx.run_sharded(
         "evict_leaves",
         [(sh, [h]) for sh, h in leaves],
         [*lease.head(), 1 if allow_soft else 0],
@@ -72,11 +74,11 @@ async def evict_leaves(
             out[i] = LeafOutcome("ok", keys, _s(parent), int(_s(pshard)))
         conts.extend(cs)
         frees.extend((int(sh), _s(e)) for sh, e in fs)
-    await svc.checkpoint("evict:evicted")
-    await svc.finish_unlinks(conts)
-    await svc.ack_unlinks(journal)
-    await svc.apply_frees(frees)
+    await deps.ctx.checkpoint("evict:evicted")
+    await deps.radix.finish_unlinks(conts)
+    await ack_unlinks(deps.ctx, journal)
+    await deps.allocator.apply_frees(frees)
     if fenced:
-        svc.eviction_metrics.fenced += 1
+        deps.ctx.metrics.fenced += 1
         raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
     return out

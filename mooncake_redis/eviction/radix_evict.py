@@ -31,25 +31,20 @@ import heapq
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..records import _s
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictorLease, LeaseLost
+from .goal import EvictionDeps, Goal
 from .leaf_write import evict_leaves
 from .metrics import EvictionResult
 from .policy import LeafPolicy
-
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin, Goal
 
 MAX_REFILLS_PER_ROUND = 8
 CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
 PARENT_READ_AHEAD = 16  # parents of the next cheapest candidates read in the same call
 SIDE_CHAIN_DEPTH = 4  # nodes read up each of those
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(order=True)
@@ -91,18 +86,18 @@ class _ShardCursor:
 class RadixEvictor:
     def __init__(
         self,
-        svc: EvictionMixin,
+        deps: EvictionDeps,
         lease: EvictorLease,
         policy: LeafPolicy,
         result: EvictionResult,
         goal: Goal,
     ) -> None:
-        self.svc = svc
+        self.deps = deps
         self.lease = lease
         self.policy = policy
         self.result = result
         self.goal = goal
-        self.cursors = [_ShardCursor() for _ in range(svc.keys.num_shards)]
+        self.cursors = [_ShardCursor() for _ in range(deps.ctx.keys.num_shards)]
         self.heap: list[Candidate] = []
         self.soft: list[Candidate] = []
         self.known: set[str] = set()  # leaves in the heap, set aside, or evicted this pass
@@ -151,10 +146,10 @@ class RadixEvictor:
         k = max(self.cursors[sh].k for sh in shards)
         limit = 4 * k + 64
         items = [(sh, [self.cursors[sh].score, self.cursors[sh].member]) for sh in shards]
-        calls = await self.svc.run_sharded("evict_candidates", items, [k, limit])
+        calls = await self.deps.ctx.run_sharded("evict_candidates", items, [k, limit])
         self._horizon = None
         self.result.candidate_reads += len(calls)
-        batch = self.svc.config.script_batch_size
+        batch = self.deps.ctx.config.script_batch_size
         for idx, (_now, groups) in calls:
             for i, (rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy) in zip(idx, groups):
                 sh = shards[i]
@@ -171,7 +166,7 @@ class RadixEvictor:
         """Parents that may have become leaves: read them by name."""
         if not nodes:
             return
-        replies = await self.svc.run_sharded_items(
+        replies = await self.deps.ctx.run_sharded_items(
             "evict_leaf_info", [(ps, [p]) for p, ps in nodes]
         )
         self.result.candidate_reads += 1
@@ -204,7 +199,7 @@ class RadixEvictor:
             if c.parent and c.parent not in self.ancestors and c.pshard >= 0:
                 want.setdefault(c.parent, (c.pshard, side))
         nodes = list(want.items())
-        replies = await self.svc.run_sharded_items(
+        replies = await self.deps.ctx.run_sharded_items(
             "evict_ancestors", [(ps, [p, d]) for p, (ps, d) in nodes]
         )
         self.result.candidate_reads += 1
@@ -250,7 +245,7 @@ class RadixEvictor:
         picked: list[Candidate] = []
         need_bytes, need_objects = self.goal.need()
         got_bytes = got_objects = 0
-        limit = self.svc.config.script_batch_size
+        limit = self.deps.ctx.config.script_batch_size
         refills = 0
         while len(picked) < limit and (got_bytes < need_bytes or got_objects < need_objects):
             if not self.heap:
@@ -278,11 +273,13 @@ class RadixEvictor:
     # -- evicting ---------------------------------------------------------------------------
     def _node(self, shard: int) -> str:
         """The Redis node serving a shard ('' on a single Redis)."""
-        if not self.svc.backend.cluster:
+        if not self.deps.ctx.backend.cluster:
             return ""
         name = self._nodes.get(shard)
         if name is None:
-            name = self._nodes[shard] = self.svc.backend.node_of(self.svc.keys.anchor(shard)).name
+            name = self._nodes[shard] = self.deps.ctx.backend.node_of(
+                self.deps.ctx.keys.anchor(shard)
+            ).name
         return name
 
     def _waves(self, picked: list[Candidate]) -> list[list[int]]:
@@ -303,7 +300,7 @@ class RadixEvictor:
         return out
 
     async def evict(self, picked: list[Candidate]) -> None:
-        await self.svc.checkpoint("evict:chosen")
+        await self.deps.ctx.checkpoint("evict:chosen")
         parents: dict[str, int] = {}
         evicted: list[int] = []  # indexes into picked
         for wave in self._waves(picked):
@@ -326,7 +323,7 @@ class RadixEvictor:
         evicted: list[int],
     ) -> None:
         leaves = [(picked[i].shard, picked[i].h) for i in wave]
-        outcomes = await evict_leaves(self.svc, self.lease, self.result, leaves, self.allow_soft)
+        outcomes = await evict_leaves(self.deps, self.lease, self.result, leaves, self.allow_soft)
         for i, o in zip(wave, outcomes):
             if o.status != "ok":
                 continue
@@ -358,7 +355,7 @@ class RadixEvictor:
                     if fallback:
                         await self._fallback()
                     continue
-                if phase == "fallback" and self.svc.config.allow_evict_soft_pinned_objects:
+                if phase == "fallback" and self.deps.ctx.config.allow_evict_soft_pinned_objects:
                     phase = "soft"
                     self.allow_soft = True
                     for c in self.soft:
@@ -376,13 +373,13 @@ class RadixEvictor:
         evicts something."""
         if self.goal.max_objects is not None:
             return
-        cfg = self.svc.config
+        cfg = self.deps.ctx.config
         while not self.goal.satisfied():
             target, lower = ratios(
                 self.goal.used, cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
             )
             be = BatchEvictor(
-                self.svc, self.lease, self.result, no_tree=True, scan_budget=4 * cfg.num_shards
+                self.deps, self.lease, self.result, no_tree=True, scan_budget=4 * cfg.num_shards
             )
             try:
                 done = await be.run(target, lower)
