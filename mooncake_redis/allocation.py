@@ -15,6 +15,7 @@ from typing import Any
 
 from .context import Context
 from .errors import MooncakeError
+from .lua_calls.store import outbox_ack
 from .models import ReplicateConfig
 from .records import FreePair, _s, from_u64hex, parse_entry, u64hex
 
@@ -205,7 +206,7 @@ class Allocator:
             valid.append((seg, data))
         await self.segment_groups("alloc_free", valid)
         await self.ctx.checkpoint("drain:freed")
-        await self.ctx.run_sharded("outbox_ack", [(sh, [e]) for sh, e in frees])
+        await outbox_ack(self.ctx, frees)
         return len(frees)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .context import Context
-from .records import _s
+from .lua_calls.radix import radix_chain
 
 CHECK_CYCLE = 1  # a child-side step's "check the parent chain first" (not a Mooncake code)
 CHAIN_STEP = 1000  # parent pointers one radix_chain call reads at most
@@ -35,12 +35,8 @@ class ParentChains:
         todo = list(dict.fromkeys(h for h in hs if h not in self.up))
         if not todo:
             return
-        replies = await self.ctx.run_sharded_items(
-            "radix_chain", [(self.ctx.keys.shard_of(h), [h, CHAIN_STEP]) for h in todo]
-        )
-        for h, flat in zip(todo, replies):
-            items = [_s(x) for x in flat]
-            for node, parent in zip(items[::2], items[1::2]):
+        for h, chain in zip(todo, await radix_chain(self.ctx, todo, CHAIN_STEP)):
+            for node, parent in chain:
                 self.up.setdefault(node, parent)
             self.up.setdefault(h, "")
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from . import lua_calls as lua
 from .allocation import Allocator
-from .context import Context, ShardItem
+from .context import Context
 from .namespace import Namespace
 from .radix import RadixIndex
-from .records import FreePair, _s, parse_alloc_record
+from .records import _s, parse_alloc_record
 from .segments import Segments
 
 
@@ -108,26 +108,12 @@ class Janitor:
         """Discards PROCESSING puts older than the discard timeout (their buffers are released
         at put start + release timeout) and releases due discarded buffers."""
         rep = rep or JanitorReport()
-        c = self.ctx.config
-        limit = c.script_batch_size
-        items: list[ShardItem] = [(s, []) for s in range(c.num_shards)]
         for _ in range(16):
-            conts: list[Any] = []
-            frees: list[FreePair] = []
-            more = False
-            for idx, (d, r, cs, fs) in await self.ctx.run_sharded(
-                "janitor_shard",
-                items,
-                [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit],
-            ):
-                rep.discarded_puts += int(d)
-                rep.released_buffers += int(r)
-                more = more or int(d) >= limit or int(r) >= limit
-                conts.extend(cs)
-                frees.extend((int(sh), _s(e)) for sh, e in fs)
-                del idx
-            await self.radix.finish_unlinks(conts)
-            rep.drained_frees += await self.allocator.apply_frees(frees)
+            done, more = await lua.janitor_shard(self.ctx)
+            rep.discarded_puts += done.first
+            rep.released_buffers += done.second
+            await self.radix.finish_unlinks(done.continuations)
+            rep.drained_frees += await self.allocator.apply_frees(done.frees)
             if not more:
                 break
 
@@ -152,14 +138,13 @@ class Janitor:
                     records.append((ids[j], _s(row[k]), pid, ms, owner))
         if not records:
             return
-        checks = await self.ctx.run_sharded_items(
-            "owner_check",
-            [(self.ctx.shard_of_key(o), [o, seg, off, pid]) for seg, off, pid, _, o in records],
+        checks = await lua.owner_check(
+            self.ctx, [lua.AllocRef(o, seg, off, pid) for seg, off, pid, _, o in records]
         )
         confirm: dict[str, list[Any]] = {}
         free: dict[str, list[Any]] = {}
         for (seg, off, pid, ms, _), hit in zip(records, checks):
-            if int(hit):
+            if hit:
                 confirm.setdefault(seg, []).extend((off, pid))
                 rep.confirmed_allocations += 1
             elif ms <= now - c.alloc_reclaim_grace_ms:
@@ -171,15 +156,9 @@ class Janitor:
     async def drain_outboxes(self, rep: JanitorReport | None = None) -> int:
         """Applies every shard's outbox (frees left by a crash between erase and drain)."""
         rep = rep or JanitorReport()
-        items: list[ShardItem] = [(s, []) for s in range(self.ctx.config.num_shards)]
         total = 0
         for _ in range(64):
-            frees: list[FreePair] = []
-            for idx, reply in await self.ctx.run_sharded(
-                "outbox_peek", items, [self.ctx.config.script_batch_size]
-            ):
-                for i, entries in zip(idx, reply):
-                    frees.extend((items[i][0], _s(e)) for e in entries)
+            frees = await lua.outbox_peek(self.ctx)
             if not frees:
                 break
             total += await self.allocator.apply_frees(frees)

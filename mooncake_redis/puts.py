@@ -1,6 +1,6 @@
 """The put RPCs: put start (reserve + link, then commit, in bounded chunks), end, revoke.
 
-Each is a sequence of single-tag script steps in the crash-safe order ``store.py`` describes;
+Each is a sequence of single-tag script steps in the crash-safe order ``objects.py`` describes;
 the radix put guard (no orphans, no partial blocks) and the parent cycle check live here.
 """
 
@@ -18,6 +18,7 @@ from .allocation import Allocator, PutItem
 from .context import Context, ShardItem
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
+from .lua_calls.store import Erased, Result
 from .models import (
     PROCESSING,
     ReplicaDescriptor,
@@ -25,7 +26,7 @@ from .models import (
 )
 from .prefix import check_key, check_str
 from .radix import RadixIndex
-from .records import U64_MAX, FreePair, _err, _s
+from .records import U64_MAX, _err, _s
 
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 
@@ -54,7 +55,7 @@ def _cycle_msg(p: PutItem) -> str:
 
 
 class Puts:
-    """The put RPCs, and the erase step every removal path shares (:meth:`run_erase`)."""
+    """The put RPCs, and the erase step every removal path shares (:meth:`finish_erase`)."""
 
     def __init__(self, ctx: Context, radix: RadixIndex, allocator: Allocator) -> None:
         self.ctx = ctx
@@ -62,22 +63,13 @@ class Puts:
         self.allocator = allocator
 
     # ------------------------------------------------------------------ erase plumbing
-    async def run_erase(
-        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
-    ) -> list[Any]:
-        """Scripts replying {per item, conts, frees}: finishes unlinks and drains the frees."""
-        out: list[Any] = [None] * len(items)
-        conts: list[Any] = []
-        frees: list[FreePair] = []
-        for idx, (replies, cs, fs) in await self.ctx.run_sharded(script, items, head):
-            for i, r in zip(idx, replies):
-                out[i] = r
-            conts.extend(cs)
-            frees.extend((int(sh), _s(e)) for sh, e in fs)
+    async def finish_erase(self, erased: Erased) -> list[Result]:
+        """The rest of an erase step (``remove``, ``put_revoke``...): the unlinks upward, then
+        the frees to the allocators; the per-item results."""
         await self.ctx.checkpoint("erase:erased")
-        await self.radix.finish_unlinks(conts)
-        await self.allocator.apply_frees(frees)
-        return out
+        await self.radix.finish_unlinks(erased.continuations)
+        await self.allocator.apply_frees(erased.frees)
+        return erased.results
 
     # ------------------------------------------------------------------ put
     def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig) -> PutItem:
@@ -422,20 +414,19 @@ class Puts:
                 ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}"
             )
         results: list[MooncakeError | None] = [None] * len(keys)
-        items: list[ShardItem] = []
+        checked: list[str] = []
         where: list[int] = []
         for i, key in enumerate(keys):
             try:
-                k = check_key(key, self.ctx.config.max_key_length)
+                checked.append(check_key(key, self.ctx.config.max_key_length))
             except MooncakeError as exc:
                 results[i] = exc
                 continue
-            items.append((self.ctx.shard_of_key(k), [k, client]))
             where.append(i)
         if script == "put_end":
-            replies = await self.ctx.run_sharded_items(script, items)
+            replies = await lua.put_end(self.ctx, checked, client)
         else:
-            replies = await self.run_erase(script, items)
+            replies = await self.finish_erase(await lua.put_revoke(self.ctx, checked, client))
         for i, r in zip(where, replies):
-            results[i] = _err(r)
+            results[i] = r.error()
         return results

@@ -11,9 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .context import Context, ShardItem
+from .context import Context
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
+from .lua_calls.radix import (
+    Link,
+    Register,
+    Unlink,
+    parse_node,
+    radix_get,
+    radix_link,
+    radix_register,
+    radix_unlink,
+    radix_unregister,
+)
 from .prefix import check_key, check_str
 from .records import _s
 from .types import RadixNode, RegisterItem, SubtreeResult
@@ -28,25 +39,6 @@ def _cycle_msg(it: RegisterItem) -> str:
     return (
         f"parent_prefix_hash: {it.parent_prefix_hash} is below {it.prefix_hash} in the tree;"
         " the link would close a parent cycle"
-    )
-
-
-def parse_node(prefix_hash: str, raw: Sequence[Any]) -> RadixNode | None:
-    if not raw:
-        return None
-    parent, _ps, gen, created, score, hits, keys, children = raw
-    flat = [_s(c) for c in children]
-    gens = {flat[i]: int(float(flat[i + 1])) for i in range(0, len(flat), 2)}
-    return RadixNode(
-        prefix_hash=prefix_hash,
-        parent_prefix_hash=_s(parent),
-        keys=sorted(_s(k) for k in keys),
-        children=list(gens),
-        created_ms=int(_s(created)),
-        score=float(_s(score)),
-        hits=int(_s(hits)),
-        link_generation=int(float(_s(gen))),
-        child_generations=gens,
     )
 
 
@@ -121,20 +113,10 @@ class RadixIndex:
         rooted = {it.parent_prefix_hash for (_, it), (_, _, r) in zip(valid, links) if r}
         await self.ctx.checkpoint("register:linked")
 
-        def reg_item(it: RegisterItem, gen: int, checked: int) -> ShardItem:
-            pshard = self.ctx.keys.shard_of(it.parent_prefix_hash) if it.parent_prefix_hash else -1
-            return (
-                self.ctx.keys.shard_of(it.prefix_hash),
-                [
-                    it.prefix_hash,
-                    it.parent_prefix_hash,
-                    pshard,
-                    gen,
-                    checked,
-                    len(it.keys),
-                    *it.keys,
-                ],
-            )
+        def reg_item(it: RegisterItem, gen: int, checked: int) -> Register:
+            p = it.parent_prefix_hash
+            pshard = self.ctx.keys.shard_of(p) if p else -1
+            return Register(it.prefix_hash, p, pshard, gen, bool(checked), it.keys)
 
         # Items that will be roots with children when registered (a chain registered in one
         # batch) are checked before, in batch order; the rest answers CHECK_CYCLE if needed.
@@ -151,36 +133,34 @@ class RadixIndex:
                 refused[j] = bad
                 checked[j] = 1
         send = [j for j in range(len(valid)) if not refused.get(j)]
-        replies: list[Any] = [[int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
-                              if refused.get(j) else None for j in range(len(valid))]  # fmt: skip
-        for j, r in zip(
-            send,
-            await self.ctx.run_sharded_items(
-                "radix_register", [reg_item(valid[j][1], gens[j], checked[j]) for j in send]
-            ),
-        ):
+        replies: list[tuple[int, str]] = [
+            (int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])) if refused.get(j) else (0, "")
+            for j in range(len(valid))
+        ]
+        sent = [reg_item(valid[j][1], gens[j], checked[j]) for j in send]
+        for j, r in zip(send, await radix_register(self.ctx, sent)):
             replies[j] = r
         # A node that exists without a parent and has children gets its parent only when the
         # node is not that parent's root (cycles.py), checked in batch order so that two items
         # of one batch cannot close a cycle between them; the rest is sent again as checked.
-        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        again = [j for j, (code, _) in enumerate(replies) if code == CHECK_CYCLE]
         if again:
             cycles = await check_links(
                 self.ctx, [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in again]
             )
             for j, bad in zip(again, cycles):
                 if bad:
-                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
+                    replies[j] = (int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1]))
             resend = [j for j, bad in zip(again, cycles) if not bad]
-            fresh = await self.ctx.run_sharded_items(
-                "radix_register", [reg_item(valid[j][1], gens[j], 1) for j in resend]
+            fresh = await radix_register(
+                self.ctx, [reg_item(valid[j][1], gens[j], 1) for j in resend]
             )
             for j, r in zip(resend, fresh):
                 replies[j] = r
         undo: list[Continuation] = []
         for (i, it), gen, (code, msg) in zip(valid, gens, replies):
-            if int(code) != 0:
-                results[i] = MooncakeError(int(code), _s(msg))
+            if code != 0:
+                results[i] = MooncakeError(code, msg)
                 if it.parent_prefix_hash:
                     pshard = self.ctx.keys.shard_of(it.parent_prefix_hash)
                     undo.append((it.parent_prefix_hash, pshard, it.prefix_hash, str(gen)))
@@ -196,28 +176,22 @@ class RadixIndex:
         todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
         if not todo:
             return out
-        replies = await self.ctx.run_sharded_items(
-            "radix_link", [(self.ctx.keys.shard_of(p), [p, c]) for _, p, c in todo]
-        )
-        for (i, _, _), (gen, stored, rooted) in zip(todo, replies):
-            out[i] = (int(gen), bool(int(stored)), bool(int(rooted)))
+        replies = await radix_link(self.ctx, [Link(p, c) for _, p, c in todo])
+        for (i, _, _), reply in zip(todo, replies):
+            out[i] = (reply.generation, reply.parent_stored, reply.parent_rooted)
         return out
 
     # -- unregister (child-first) with cascade -----------------------------------------------
     async def unregister_radix_tree_keys(self, keys: Iterable[str]) -> int:
         """Removes keys from the index; empty nodes go, and upward every empty shell."""
-        items: list[ShardItem] = []
+        pairs: list[tuple[str, str]] = []
         for i, key in enumerate(keys):
             k = check_key(key, self.ctx.config.max_key_length, f"keys[{i}]")
-            h = self.ctx.prefix_of(k)
-            items.append((self.ctx.keys.shard_of(h), [h, k]))
-        removed, conts = 0, []
-        for _, (count, cs) in await self.ctx.run_sharded("radix_unregister", items):
-            removed += int(count)
-            conts.extend(cs)
+            pairs.append((self.ctx.prefix_of(k), k))
+        done = await radix_unregister(self.ctx, pairs)
         await self.ctx.checkpoint("unlink:child_removed")
-        await self.finish_unlinks(conts)
-        return removed
+        await self.finish_unlinks(done.continuations)
+        return done.removed
 
     def _continuation(self, cont: Sequence[Any]) -> Continuation:
         """{node, shard, child, generation or orphan-mark op}; shard -1: computed here (a
@@ -233,20 +207,15 @@ class RadixIndex:
         pending = [self._continuation(c) for c in conts]
         while pending:
             depth += 1
-            items: list[ShardItem] = [(ps, [p, c, g]) for p, ps, c, g in pending]
-            pending = []
-            for _, (_, cs) in await self.ctx.run_sharded("radix_unlink", items):
-                pending.extend(self._continuation(c) for c in cs)
+            wave = await radix_unlink(self.ctx, [Unlink(*step) for step in pending])
+            pending = [self._continuation(c) for c in wave.continuations]
             if pending:
                 await self.ctx.checkpoint("unlink:cascade_step")
         return depth
 
     # -- queries ------------------------------------------------------------------------------
     async def get_nodes(self, hashes: Sequence[str]) -> list[RadixNode | None]:
-        replies = await self.ctx.run_sharded_items(
-            "radix_get", [(self.ctx.keys.shard_of(h), [h]) for h in hashes]
-        )
-        return [parse_node(h, r) for h, r in zip(hashes, replies)]
+        return await radix_get(self.ctx, hashes)
 
     async def get_keys_by_prefix(self, prefix_hash: str) -> RadixNode:
         h = check_str("prefix_hash", prefix_hash, self.ctx.config.max_key_length)

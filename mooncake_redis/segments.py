@@ -13,13 +13,13 @@ from typing import Any
 
 from . import lua_calls as lua
 from .allocation import Allocator
-from .context import Context, ShardItem
+from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .models import PingResponse, Segment, SegmentStats, check_segment
 from .namespace import Namespace
 from .prefix import check_str
 from .radix import RadixIndex
-from .records import FreePair, _s, from_u64hex, parse_alloc_record
+from .records import _s, from_u64hex, parse_alloc_record
 
 
 @dataclass(frozen=True)
@@ -116,17 +116,13 @@ class Segments:
             cursor, data = await self.ctx.backend.command(
                 "HSCAN", alloc_key, cursor, "COUNT", self.ctx.config.script_batch_size
             )
-            items: list[ShardItem] = []
+            refs: list[lua.AllocRef] = []
             for off, rec in data.items():
                 _, pid, _, key = parse_alloc_record(_s(rec))
-                items.append((self.ctx.shard_of_key(key), [key, segment_id, _s(off), pid]))
-            conts: list[Any] = []
-            frees: list[FreePair] = []
-            for _, (_d, _e, cs, fs) in await self.ctx.run_sharded("segment_drop", items):
-                conts.extend(cs)
-                frees.extend((int(sh), _s(e)) for sh, e in fs)
-            await self.radix.finish_unlinks(conts)
-            await self.allocator.apply_frees(frees)
+                refs.append(lua.AllocRef(key, segment_id, _s(off), pid))
+            dropped = await lua.segment_drop(self.ctx, refs)
+            await self.radix.finish_unlinks(dropped.continuations)
+            await self.allocator.apply_frees(dropped.frees)
             if int(cursor) == 0:
                 break
         await self.ctx.checkpoint("unmount:dropped")

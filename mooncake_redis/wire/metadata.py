@@ -46,7 +46,7 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         if not key:
             return _text("Missing key parameter", 400)
         svc, hkey = where()
-        value = await svc.backend.client.hget(hkey, key)
+        value = await svc.backend.command("HGET", hkey, key)
         if value is None:
             return _text("metadata not found", 404)
         return Response(bytes(value), media_type="application/json")
@@ -75,6 +75,6 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         if not key:
             return _text("Missing key parameter", 400)
         svc, hkey = where()
-        if not await svc.backend.client.hdel(hkey, key):
+        if not await svc.backend.command("HDEL", hkey, key, idempotent=False):
             return _text("metadata not found", 404)
         return _text("metadata deleted")

@@ -27,16 +27,12 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 from ..prefix import extract_prefix
+from ..records import _s
 from ..service import MasterService
 
 LOCAL_HINTS = 200_000  # most hints one worker remembers itself (the rest are read from Redis)
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class ParentHints:
@@ -110,7 +106,7 @@ class ParentHints:
         first = blocks[0][0]
         first_parent = self._local(first) if first else None
         if first and first_parent is None:
-            raw = await self.svc.backend.client.get(self.svc.keys.parent_hint(first))
+            raw = await self.svc.backend.command("GET", self.svc.keys.parent_hint(first))
             first_parent = _s(raw) if raw is not None else ""
         prev = ""
         for n, (prefix, idx) in enumerate(blocks):
