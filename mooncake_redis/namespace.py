@@ -60,8 +60,9 @@ class Namespace:
         """Read-only open (fsck, inspect): writes nothing, refuses a namespace that does not
         exist, and takes the recorded shard count and radix setting."""
         ctx = self.ctx
+        f = lua.META_FIELDS
         raw = await ctx.backend.command(
-            "HMGET", ctx.keys.global_key("meta"), *lua.META_FIELDS.values()
+            "HMGET", ctx.keys.global_key("meta"), f["schema_version"], f["num_shards"], f["radix"]
         )
         if raw[0] is None:
             raise MooncakeError(

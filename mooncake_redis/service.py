@@ -35,8 +35,6 @@ from .radix import RadixIndex
 from .segments import Segments, Usage
 from .types import RadixNode, RegisterItem, SubtreeResult
 
-RegisterArg = RegisterItem | tuple[str, str, Sequence[str]] | dict[str, Any]
-
 
 class MasterService:
     """Stateless: every worker may build one over the same Redis; nothing lives only here."""
@@ -242,7 +240,7 @@ class MasterService:
         await self.radix.register_radix_tree_node(prefix_hash, parent_prefix_hash, keys)
 
     async def batch_register_radix_tree_node(
-        self, items: Sequence[RegisterArg]
+        self, items: Sequence[RegisterItem | tuple[str, str, Sequence[str]] | dict[str, Any]]
     ) -> list[MooncakeError | None]:
         return await self.radix.batch_register_radix_tree_node(items)
 
