@@ -1,7 +1,8 @@
 """Buffers in segments: reserve (distinct segments, node by node), free, apply outbox frees.
 
 Every put reads the segment registry, so the copy a worker caches lives here; every segment-tag
-script goes through ``segment_groups`` (one call per node, as a cluster cannot cross slots).
+script goes through the context's ``run_segment_groups`` (one call per node: a cluster cannot
+cross slots).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import lua_calls as lua
 from .context import Context
 from .errors import MooncakeError
 from .lua_calls.store import outbox_ack
 from .models import ReplicateConfig
-from .records import FreePair, _s, from_u64hex, parse_entry, u64hex
+from .records import FreePair, _s, parse_entry, u64hex
 
 SEGMENT_CACHE_S = 0.5  # how long a worker trusts its copy of the segment registry
 
@@ -58,34 +60,6 @@ class Allocator:
 
     def segments_changed(self) -> None:
         self._seg_cache = None
-
-    async def segment_groups(
-        self, script: str, groups: Sequence[tuple[str, Sequence[Any]]], head: Sequence[Any] = ()
-    ) -> list[Any]:
-        """One call per node over segment groups (segment id, n items flattened);
-        returns the replies of the calls (not per group)."""
-        if not groups:
-            return []
-        anchors = [self.ctx.keys.segment_anchor(seg) for seg, _ in groups]
-        limit = self.ctx.config.script_batch_size
-
-        async def run(node: Any, idx: list[int]) -> list[Any]:
-            replies: list[Any] = []
-            for start in range(0, len(idx), limit):
-                part = idx[start : start + limit]
-                keys = [anchors[j] for j in part]
-                argv: list[Any] = [*head, len(part)]
-                for j in part:
-                    data = groups[j][1]
-                    argv.extend((anchors[j], len(data) // max(1, _arity(script)), *data))
-                declared = keys[:1] if self.ctx.backend.cluster else keys
-                replies.append((part, await self.ctx.backend.call(script, declared, argv, node)))
-            return replies
-
-        out: list[Any] = []
-        for _, calls in await self.ctx.backend.per_node(anchors, run):
-            out.extend(calls)
-        return out
 
     async def reserve(self, puts: Sequence[PutItem], retried: bool = False) -> None:
         """Allocates up to replica_num buffers per put, on distinct segments."""
@@ -144,72 +118,60 @@ class Allocator:
             await self.reserve([p for p in puts if not p.reps], retried=True)
 
     async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[PutItem]) -> None:
-        anchors = [self.ctx.keys.segment_anchor(s) for s in seg_ids]
         pos = {s: i + 1 for i, s in enumerate(seg_ids)}
         for start in range(0, len(puts), self.ctx.config.script_batch_size):
             part = puts[start : start + self.ctx.config.script_batch_size]
-            argv: list[Any] = [len(anchors), *anchors, len(part)]
-            for p in part:
-                pref = [pos[s] for s in p.cfg.preferred() if s in pos]
-                argv.extend(
-                    (
-                        p.key,
-                        p.pid,
-                        u64hex(p.size),
-                        p.cfg.replica_num - len(p.reps),
-                        random.randrange(len(anchors)),
-                        len(pref),
-                        *pref,
-                    )
+            asks = [
+                lua.ReserveAsk(
+                    key=p.key,
+                    put_id=p.pid,
+                    size=p.size,
+                    replicas=p.cfg.replica_num - len(p.reps),
+                    start=random.randrange(len(seg_ids)),
+                    preferred=[pos[s] for s in p.cfg.preferred() if s in pos],
                 )
-            declared = anchors[:1] if self.ctx.backend.cluster else anchors
-            now, per_item, maxsize = await self.ctx.backend.call(
-                "alloc_reserve", declared, argv, node
-            )
-            for p, got in zip(part, per_item):
-                for kidx, off, base, ep, proto, name in got:
+                for p in part
+            ]
+            got = await lua.alloc_reserve(self.ctx, node, seg_ids, asks)
+            for p, grants in zip(part, got.grants):
+                for g in grants:
                     p.reps.append(
                         {  # u64 values as hex strings: cjson must never see them as numbers
-                            "seg": seg_ids[int(kidx) - 1],
-                            "off": _s(off),
+                            "seg": g.segment_id,
+                            "off": g.offset,
                             "len": u64hex(p.size),
-                            "base": _s(base),
-                            "ep": _s(ep),
-                            "proto": _s(proto),
-                            "name": _s(name),
-                            "ms": int(now),
+                            "base": g.base,
+                            "ep": g.te_endpoint,
+                            "proto": g.protocol,
+                            "name": g.name,
+                            "ms": got.now_ms,
                         }
                     )
-                p.maxsize = max(from_u64hex(maxsize), p.maxsize)
+                p.maxsize = max(got.max_size, p.maxsize)
 
     async def free_reservations(self, puts: Sequence[PutItem]) -> None:
-        by_seg: dict[str, list[Any]] = {}
+        by_seg: dict[str, list[tuple[str, str]]] = {}
         for p in puts:
             for r in p.reps:
-                by_seg.setdefault(r["seg"], []).extend((r["off"], p.pid))
-        await self.segment_groups("alloc_free", list(by_seg.items()))
+                by_seg.setdefault(r["seg"], []).append((r["off"], p.pid))
+        await lua.alloc_free(self.ctx, by_seg)
 
     async def apply_frees(self, frees: Sequence[FreePair]) -> int:
         """Applies outbox entries to the allocators, then acknowledges them. Idempotent."""
         if not frees:
             return 0
-        by_seg: dict[str, list[Any]] = {}
+        by_seg: dict[str, list[tuple[str, str]]] = {}
         for _, entry in frees:
             seg, off, pid = parse_entry(entry)
-            by_seg.setdefault(seg, []).extend((u64hex(off), pid))
-        valid = []
-        for seg, data in by_seg.items():
+            by_seg.setdefault(seg, []).append((u64hex(off), pid))
+        valid = {}
+        for seg, pairs in by_seg.items():
             try:
                 self.ctx.keys.segment_anchor(seg)
             except MooncakeError:
                 continue
-            valid.append((seg, data))
-        await self.segment_groups("alloc_free", valid)
+            valid[seg] = pairs
+        await lua.alloc_free(self.ctx, valid)
         await self.ctx.checkpoint("drain:freed")
         await outbox_ack(self.ctx, frees)
         return len(frees)
-
-
-def _arity(script: str) -> int:
-    """Items per entry of segment group scripts (offset, put id pairs, or none)."""
-    return {"alloc_free": 2, "alloc_confirm": 2}.get(script, 1)

@@ -126,3 +126,35 @@ class Context:
             for i, r in zip(idx, reply):
                 out[i] = r
         return out
+
+    async def run_segment_groups(
+        self,
+        script: str,
+        groups: Sequence[tuple[str, Sequence[Any]]],
+        head: Sequence[Any] = (),
+        arity: int = 1,
+    ) -> list[Any]:
+        """One call per node over segment groups (segment id, its items flattened, ``arity``
+        values an item); returns (group indices, reply) per call."""
+        if not groups:
+            return []
+        anchors = [self.keys.segment_anchor(seg) for seg, _ in groups]
+        limit = self.config.script_batch_size
+
+        async def run(node: Any, idx: list[int]) -> list[Any]:
+            replies: list[Any] = []
+            for start in range(0, len(idx), limit):
+                part = idx[start : start + limit]
+                keys = [anchors[j] for j in part]
+                argv: list[Any] = [*head, len(part)]
+                for j in part:
+                    data = groups[j][1]
+                    argv.extend((anchors[j], len(data) // arity, *data))
+                declared = keys[:1] if self.backend.cluster else keys
+                replies.append((part, await self.backend.call(script, declared, argv, node)))
+            return replies
+
+        out: list[Any] = []
+        for _, calls in await self.backend.per_node(anchors, run):
+            out.extend(calls)
+        return out

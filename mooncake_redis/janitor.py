@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from . import lua_calls as lua
 from .allocation import Allocator
 from .context import Context
 from .namespace import Namespace
 from .radix import RadixIndex
-from .records import _s, parse_alloc_record
 from .segments import Segments
 
 
@@ -126,32 +124,23 @@ class Janitor:
         if not ids:
             return
         now = await self.ctx.backend.time_ms()
-        records: list[tuple[str, str, str, int, str]] = []  # seg, off (u64 hex), pid, ms, owner
-        for part, reply in await self.allocator.segment_groups(
-            "alloc_pending",
-            [(s, []) for s in ids],
-            [now - c.alloc_commit_deadline_ms, c.script_batch_size],
-        ):
-            for j, row in zip(part, reply):
-                for k in range(0, len(row), 2):
-                    _, pid, ms, owner = parse_alloc_record(_s(row[k + 1]))
-                    records.append((ids[j], _s(row[k]), pid, ms, owner))
+        records = await lua.alloc_pending(self.ctx, ids, now - c.alloc_commit_deadline_ms)
         if not records:
             return
         checks = await lua.owner_check(
-            self.ctx, [lua.AllocRef(o, seg, off, pid) for seg, off, pid, _, o in records]
+            self.ctx, [lua.AllocRef(r.owner, r.segment_id, r.offset, r.put_id) for r in records]
         )
-        confirm: dict[str, list[Any]] = {}
-        free: dict[str, list[Any]] = {}
-        for (seg, off, pid, ms, _), hit in zip(records, checks):
+        confirm: dict[str, list[tuple[str, str]]] = {}
+        free: dict[str, list[tuple[str, str]]] = {}
+        for r, hit in zip(records, checks):
             if hit:
-                confirm.setdefault(seg, []).extend((off, pid))
+                confirm.setdefault(r.segment_id, []).append((r.offset, r.put_id))
                 rep.confirmed_allocations += 1
-            elif ms <= now - c.alloc_reclaim_grace_ms:
-                free.setdefault(seg, []).extend((off, pid))
+            elif r.ms <= now - c.alloc_reclaim_grace_ms:
+                free.setdefault(r.segment_id, []).append((r.offset, r.put_id))
                 rep.reclaimed_allocations += 1
-        await self.allocator.segment_groups("alloc_confirm", list(confirm.items()))
-        await self.allocator.segment_groups("alloc_free", list(free.items()))
+        await lua.alloc_confirm(self.ctx, confirm)
+        await lua.alloc_free(self.ctx, free)
 
     async def drain_outboxes(self, rep: JanitorReport | None = None) -> int:
         """Applies every shard's outbox (frees left by a crash between erase and drain)."""

@@ -19,7 +19,7 @@ from .models import PingResponse, Segment, SegmentStats, check_segment
 from .namespace import Namespace
 from .prefix import check_str
 from .radix import RadixIndex
-from .records import _s, from_u64hex, parse_alloc_record
+from .records import _s, parse_alloc_record
 
 
 @dataclass(frozen=True)
@@ -135,25 +135,7 @@ class Segments:
         ids = (
             list(segment_ids) if segment_ids is not None else await self.allocator.segment_ids(True)
         )
-        out: dict[str, SegmentStats] = {}
-        for part, reply in await self.allocator.segment_groups(
-            "segment_info", [(s, []) for s in ids]
-        ):
-            for j, row in zip(part, reply):
-                if not row:
-                    continue
-                f = [None if x is None else _s(x) for x in row]
-                out[ids[j]] = SegmentStats(
-                    id=ids[j],
-                    name=f[0] or "",
-                    client_id=f[5] or "",
-                    size=from_u64hex(f[2] or "0"),
-                    allocated=from_u64hex(f[6] or "0"),
-                    mounted=f[7] == "1",
-                    allocations=int(f[8] or 0),
-                    pending=int(f[9] or 0),
-                )
-        return [out[s] for s in ids if s in out]
+        return [st for st in await lua.segment_info(self.ctx, ids) if st is not None]
 
     async def usage(self) -> Usage:
         """Allocated bytes and capacity over the mounted segments (the one used ratio)."""
