@@ -7,7 +7,6 @@ the radix put guard (no orphans, no partial blocks) and the parent cycle check l
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -15,9 +14,10 @@ from typing import Any
 
 from . import lua_calls as lua
 from .allocation import Allocator, PutItem
-from .context import Context, ShardItem
+from .context import Context
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
+from .lua_calls.puts import Commit, Committed, Precheck, put_precheck, put_start
 from .lua_calls.store import Erased, Result
 from .models import (
     PROCESSING,
@@ -26,7 +26,7 @@ from .models import (
 )
 from .prefix import check_key, check_str
 from .radix import RadixIndex
-from .records import U64_MAX, _err, _s
+from .records import U64_MAX
 
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 
@@ -201,44 +201,20 @@ class Puts:
             failed.extend(orphans)
         # Step 2: commit in the object shards.
         todo = [p for p in puts if p.reps and p not in orphans]
-        c = self.ctx.config
-        head = [
-            c.num_shards,
-            c.alloc_commit_deadline_ms,
-            c.put_start_discard_timeout_ms,
-            c.put_start_release_timeout_ms,
-            c.default_kv_soft_pin_ttl_ms,
-            1 if radix else 0,
-        ]
 
-        def item(p: PutItem, checked: int) -> ShardItem:
+        def item(p: PutItem, checked: int) -> Commit:
             parent = p.cfg.parent_block_hash if radix else ""
-            return (
-                p.shard,
-                [
-                    p.key,
-                    p.pid,
-                    client,
-                    str(p.size),
-                    1 if p.cfg.with_soft_pin else 0,
-                    1 if p.cfg.with_hard_pin else 0,
-                    json.dumps(p.reps, separators=(",", ":")),
-                    p.prefix,
-                    parent,
-                    self.ctx.keys.shard_of(parent) if parent else -1,
-                    p.gen,
-                    checked,
-                ],
-            )
+            cfg = p.cfg
+            return Commit(
+                p.shard, p.key, p.pid, client, p.size, bool(cfg.with_soft_pin),
+                bool(cfg.with_hard_pin), p.reps, p.prefix, parent, p.gen, bool(checked),
+            )  # fmt: skip
 
         conts: list[Any] = []
 
-        async def commit(items: list[ShardItem]) -> list[Any]:
-            replies: list[Any] = [None] * len(items)
-            for idx, (rs, cs) in await self.ctx.run_sharded("put_start", items, head):
-                for i, r in zip(idx, rs):
-                    replies[i] = r
-                conts.extend(cs)
+        async def commit(items: list[Commit]) -> list[Committed]:
+            replies, cs = await put_start(self.ctx, items, radix)
+            conts.extend(cs)
             return replies
 
         # A put of a block that now has children and no parent (a chain put in one batch: each
@@ -260,26 +236,28 @@ class Puts:
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).
-        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        again = [j for j, r in enumerate(replies) if r.code == CHECK_CYCLE]
         if again:
             cycles = await check_links(
                 self.ctx, [(todo[j].prefix, todo[j].cfg.parent_block_hash) for j in again]
             )
             for j, bad in zip(again, cycles):
                 if bad:
-                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], 0]
+                    replies[j] = Committed(
+                        int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], False
+                    )
             resend = [j for j, bad in zip(again, cycles) if not bad]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
                 replies[j] = r
         for p, reply in zip(todo, replies):
-            err = _err(reply)
-            if err is not None:
-                results[p.index] = err
-                p.adopted = bool(int(reply[3]))
+            if reply.code != 0:
+                results[p.index] = MooncakeError(reply.code, reply.message)
+                p.adopted = reply.adopted
                 failed.append(p)
                 continue
-            ids = [int(_s(x)) for x in reply[2]]
-            results[p.index] = [_descriptor(r, rid, PROCESSING) for rid, r in zip(ids, p.reps)]
+            results[p.index] = [
+                _descriptor(r, rid, PROCESSING) for rid, r in zip(reply.replica_ids, p.reps)
+            ]
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
             (
@@ -348,26 +326,25 @@ class Puts:
         naming the parent block, unless the key exists."""
         radix = self.ctx.config.enable_radix_tree
         every = [*puts, *orphans]
-        replies = await self.ctx.run_sharded_items(
-            "put_precheck",
+        replies = await put_precheck(
+            self.ctx,
             [
-                (p.shard, [p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen])
+                Precheck(p.shard, p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen)
                 for p in every
             ],
-            [self.ctx.config.put_start_discard_timeout_ms],
         )
         need_evict = False
-        for n, (p, (hit, adopted)) in enumerate(zip(every, replies)):
-            p.adopted = bool(int(adopted))
+        for n, (p, (exists, adopted)) in enumerate(zip(every, replies)):
+            p.adopted = adopted
             maxsize = p.maxsize
-            if n >= len(puts) and not int(hit):
+            if n >= len(puts) and not exists:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_NOT_FOUND,
                     f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored"
                     " (or is itself an orphan: its own parent block is gone);"
                     " refusing an orphan (radix_put_guard)",
                 )
-            elif int(hit):
+            elif exists:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_ALREADY_EXISTS, f"key {p.key}: object already exists"
                 )
