@@ -82,8 +82,7 @@ class EvictorLease:
 
     async def _raise_fences(self) -> None:
         """A new epoch fences every shard before acting: no older epoch writes afterwards."""
-        shards = range(self.ctx.keys.num_shards)
-        await self.ctx.run_sharded("evict_fence", [(sh, []) for sh in shards], [self.epoch])
+        await lua.evict_fence(self.ctx, self.epoch)
 
     @property
     def held(self) -> bool:
@@ -104,9 +103,9 @@ class EvictorLease:
         self.ctx.metrics.lease_lost += 1
         raise LeaseLost(f"evictor lease of {self.holder} (epoch {self.epoch}) is over")
 
-    def head(self) -> list[int]:
-        """ARGV head of every fenced script: epoch, lease expiry (Redis ms)."""
-        return [self.epoch, self.expires_ms]
+    def head(self) -> lua.Fence:
+        """What every fenced script gets: epoch, lease expiry (Redis ms)."""
+        return lua.Fence(self.epoch, self.expires_ms)
 
     async def release(self) -> None:
         if self.epoch:

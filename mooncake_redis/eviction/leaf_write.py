@@ -12,17 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import Context
-from ..records import _s
+from .. import lua_calls as lua
 from .coordinator import EvictorLease, LeaseLost
 from .goal import EvictionDeps
 from .metrics import EvictionResult
-
-
-async def ack_unlinks(ctx: Context, journal: Sequence[tuple[int, str]]) -> None:
-    """Drops journaled unlink steps once they ran (``evict_unlinks_ack``)."""
-    if journal:
-        await ctx.run_sharded("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
 
 
 @dataclass
@@ -42,41 +35,34 @@ async def evict_leaves(
 ) -> list[LeafOutcome]:
     """Evicts (shard, hash) leaves; counts what went into ``result``; one outcome per leaf."""
     await lease.ensure()
-    calls = await deps.ctx.run_sharded(
-        "evict_leaves",
-        [(sh, [h]) for sh, h in leaves],
-        [*lease.head(), 1 if allow_soft else 0],
-    )
+    calls = await lua.evict_leaves(deps.ctx, lease.head(), leaves, allow_soft)
     out: list[LeafOutcome] = [LeafOutcome("gone", [], "", -1) for _ in leaves]
     conts: list[Any] = []
     frees: list[tuple[int, str]] = []
     journal: list[tuple[int, str]] = []
     fenced = False
-    for idx, reply in calls:
+    for call in calls:
         result.batches += 1
-        if int(reply[0]) == 0:
+        if call.fenced:
             fenced = True
             continue
-        _, rows, cs, fs, _now, js = reply
-        journal.extend((int(sh), _s(e)) for sh, e in js)
-        for i, (status, erased, nkeys, nbytes, parent, pshard) in zip(idx, rows):
-            st = _s(status)
-            if st != "ok":
-                result.skip(st)
-                out[i] = LeafOutcome(st, [], "", -1)
+        journal.extend(call.journal)
+        for i, row in call.rows:
+            if row.status != "ok":
+                result.skip(row.status)
+                out[i] = LeafOutcome(row.status, [], "", -1)
                 continue
-            keys = [_s(k) for k in erased]
             result.evicted_leaves += 1
-            result.evicted_objects += len(keys)
-            result.unregistered_keys += int(nkeys) - len(keys)
-            result.evicted_keys.extend(keys)
-            result.bytes += int(nbytes)
-            out[i] = LeafOutcome("ok", keys, _s(parent), int(_s(pshard)))
-        conts.extend(cs)
-        frees.extend((int(sh), _s(e)) for sh, e in fs)
+            result.evicted_objects += len(row.erased)
+            result.unregistered_keys += row.registered_keys - len(row.erased)
+            result.evicted_keys.extend(row.erased)
+            result.bytes += row.nbytes
+            out[i] = LeafOutcome("ok", row.erased, row.parent, row.parent_shard)
+        conts.extend(call.continuations)
+        frees.extend(call.frees)
     await deps.ctx.checkpoint("evict:evicted")
     await deps.radix.finish_unlinks(conts)
-    await ack_unlinks(deps.ctx, journal)
+    await lua.evict_unlinks_ack(deps.ctx, journal)
     await deps.allocator.apply_frees(frees)
     if fenced:
         deps.ctx.metrics.fenced += 1

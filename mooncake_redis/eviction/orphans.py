@@ -12,9 +12,7 @@ ancestors with them, until a later pass. Work grows with what is evicted.
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..records import _s
+from .. import lua_calls as lua
 from .coordinator import EvictorLease
 from .goal import EvictionDeps, Goal
 from .leaf_write import evict_leaves
@@ -44,16 +42,9 @@ class OrphanEvictor:
 
     async def roots(self) -> list[tuple[int, str, str]]:
         """(marked ms, shard, root) of the oldest orphan roots of every shard, oldest first."""
-        items: list[Any] = [(sh, []) for sh in range(self.deps.ctx.keys.num_shards)]
-        out: list[tuple[int, str, str]] = []
-        for idx, reply in await self.deps.ctx.run_sharded(
-            "evict_orphans", items, [ROOTS_PER_SHARD]
-        ):
-            self.result.candidate_reads += 1
-            for i, flat in zip(idx, reply):
-                for h, ms in zip(flat[::2], flat[1::2]):
-                    out.append((int(float(_s(ms))), str(items[i][0]), _s(h)))
-        return sorted(out)
+        self.result.candidate_reads += 1
+        roots = await lua.evict_orphans(self.deps.ctx, ROOTS_PER_SHARD)
+        return sorted((ms, str(shard), h) for ms, shard, h in roots)
 
     async def subtree(self, root: str) -> list[list[str]]:
         """The subtree's nodes level by level (root first), each node once."""

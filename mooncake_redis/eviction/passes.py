@@ -13,16 +13,15 @@ import math
 import time
 from typing import Any
 
+from .. import lua_calls as lua
 from ..allocation import Allocator
-from ..context import Context, ShardItem
+from ..context import Context
 from ..janitor import Janitor
 from ..radix import RadixIndex
-from ..records import _s
 from ..segments import Segments, Usage
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
 from .goal import EvictionDeps, Goal
-from .leaf_write import ack_unlinks
 from .metrics import EvictionResult
 from .orphans import OrphanEvictor
 from .policy import LeafPolicy, get_policy
@@ -76,20 +75,14 @@ class Eviction:
     async def resume_unlinks(self) -> int:
         """Runs the journaled unlink steps left by an evictor that died between evicting a leaf
         and unlinking it from its parent in another shard (idempotent). Returns steps run."""
-        items: list[ShardItem] = [(sh, []) for sh in range(self.ctx.keys.num_shards)]
         total = 0
         for _ in range(64):
-            journal: list[tuple[int, str]] = []
-            for idx, reply in await self.ctx.run_sharded(
-                "evict_unlinks_peek", items, [self.ctx.config.script_batch_size]
-            ):
-                for i, entries in zip(idx, reply):
-                    journal.extend((items[i][0], _s(e)) for e in entries)
+            journal = await lua.evict_unlinks_peek(self.ctx)
             if not journal:
                 break
             conts: list[Any] = [json.loads(e) for _, e in journal]
             await self.radix.finish_unlinks(conts)
-            await ack_unlinks(self.ctx, journal)
+            await lua.evict_unlinks_ack(self.ctx, journal)
             total += len(journal)
         return total
 
@@ -277,12 +270,7 @@ class Eviction:
         await BatchEvictor(self.deps, lease, result).run(target, lower)
 
     async def _object_count(self) -> int:
-        total = 0
-        for _, (_now, groups) in await self.ctx.run_sharded(
-            "evict_counts", [(sh, []) for sh in range(self.ctx.keys.num_shards)]
-        ):
-            total += sum(int(g[0]) for g in groups)
-        return total
+        return sum((await lua.evict_counts(self.ctx)).values())
 
     async def _no_objects(self) -> bool:
         return await self._object_count() == 0

@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..records import _s
+from .. import lua_calls as lua
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictorLease, LeaseLost
 from .goal import EvictionDeps, Goal
@@ -111,21 +109,19 @@ class RadixEvictor:
         self._nodes: dict[int, str] = {}
 
     # -- reading ----------------------------------------------------------------------------
-    def _candidate(self, row: Sequence[Any], shard: int) -> Candidate:
-        h, s, hits, nbytes, objs, soft, parent, pshard = row
-        sv, hv = float(_s(s)), int(float(_s(hits)))
+    def _candidate(self, row: lua.LeafRow, shard: int) -> Candidate:
         return Candidate(
-            self.policy.score(sv, hv),
+            self.policy.score(row.score, row.hits),
             next(self._seq),
-            _s(h),
+            row.h,
             shard,
-            sv,
-            hv,
-            int(nbytes),
-            int(objs),
-            bool(int(soft)),
-            _s(parent),
-            int(_s(pshard)),
+            row.score,
+            row.hits,
+            row.nbytes,
+            row.objects,
+            row.soft,
+            row.parent,
+            row.parent_shard,
         )
 
     def _add(self, c: Candidate) -> None:
@@ -145,35 +141,29 @@ class RadixEvictor:
             return
         k = max(self.cursors[sh].k for sh in shards)
         limit = 4 * k + 64
-        items = [(sh, [self.cursors[sh].score, self.cursors[sh].member]) for sh in shards]
-        calls = await self.deps.ctx.run_sharded("evict_candidates", items, [k, limit])
+        cursors = [(sh, self.cursors[sh].score, self.cursors[sh].member) for sh in shards]
+        ncalls, windows = await lua.evict_candidates(self.deps.ctx, cursors, k, limit)
         self._horizon = None
-        self.result.candidate_reads += len(calls)
+        self.result.candidate_reads += ncalls
         batch = self.deps.ctx.config.script_batch_size
-        for idx, (_now, groups) in calls:
-            for i, (rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy) in zip(idx, groups):
-                sh = shards[i]
-                cur = self.cursors[sh]
-                cur.score, cur.member, cur.exhausted = _s(cs), _s(cm), bool(int(exhausted))
-                cur.k = min(batch, cur.k * 2)
-                self.result.skip("lease", int(sk_lease))
-                self.result.skip("hard", int(sk_hard))
-                self.result.skip("busy", int(sk_busy))
-                for row in rows:
-                    self._add(self._candidate(row, sh))
+        for w in windows:
+            cur = self.cursors[w.shard]
+            cur.score, cur.member, cur.exhausted = w.score, w.member, w.exhausted
+            cur.k = min(batch, cur.k * 2)
+            for reason, n in w.skipped.items():
+                self.result.skip(reason, n)
+            for row in w.rows:
+                self._add(self._candidate(row, w.shard))
 
     async def probe(self, nodes: list[tuple[str, int]]) -> None:
         """Parents that may have become leaves: read them by name."""
         if not nodes:
             return
-        replies = await self.deps.ctx.run_sharded_items(
-            "evict_leaf_info", [(ps, [p]) for p, ps in nodes]
-        )
+        replies = await lua.evict_leaf_info(self.deps.ctx, nodes)
         self.result.candidate_reads += 1
         lost = False
-        for (_p, ps), (status, row) in zip(nodes, replies):
-            st = _s(status)
-            if st == "ok":
+        for (_p, ps), (st, row) in zip(nodes, replies):
+            if row is not None:
                 self._add(self._candidate(row, ps))
             elif st in ("lease", "hard", "busy"):
                 self.result.skip(st)
@@ -199,16 +189,13 @@ class RadixEvictor:
             if c.parent and c.parent not in self.ancestors and c.pshard >= 0:
                 want.setdefault(c.parent, (c.pshard, side))
         nodes = list(want.items())
-        replies = await self.deps.ctx.run_sharded_items(
-            "evict_ancestors", [(ps, [p, d]) for p, (ps, d) in nodes]
-        )
+        replies = await lua.evict_ancestors(self.deps.ctx, [(p, ps, d) for p, (ps, d) in nodes])
         self.result.candidate_reads += 1
         for (p, _), chain in zip(nodes, replies):
             h = p
-            for status, children, shard, row in chain:
-                st = _s(status)
-                cand = self._candidate(row, int(shard)) if st == "ok" else None
-                self.ancestors.setdefault(h, _Ancestor(st, int(children), cand))
+            for a in chain:
+                cand = self._candidate(a.leaf, a.shard) if a.leaf is not None else None
+                self.ancestors.setdefault(h, _Ancestor(a.status, a.children, cand))
                 if cand is None:
                     break
                 h = cand.parent

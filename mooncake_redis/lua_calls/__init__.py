@@ -4,11 +4,31 @@ typed reply out, so no caller builds ARGV by position or reads a reply by index.
 - :mod:`.globals`: scripts on the global tag (meta, ticks, pings, the segment registry, the
   evictor lease, the eviction flag);
 - :mod:`.segment`: scripts on one segment's tag (mount, unmount steps);
-- :mod:`.radix`: the radix index steps; :mod:`.store`: the object-store steps on shard tags.
+- :mod:`.radix`: the radix index steps; :mod:`.store`, :mod:`.puts`: the object-store steps on
+  shard tags; :mod:`.evict`: the eviction steps (reads, fenced writes, fences, the journal).
 
 Each wrapper's docstring names its script; the script's header is the contract it mirrors.
 """
 
+from .evict import (
+    AncestorRow,
+    Fence,
+    FencedCall,
+    LeafRow,
+    ObjectRow,
+    Window,
+    evict_ancestors,
+    evict_candidates,
+    evict_counts,
+    evict_fence,
+    evict_keys,
+    evict_leaf_info,
+    evict_leaves,
+    evict_objects_scan,
+    evict_orphans,
+    evict_unlinks_ack,
+    evict_unlinks_peek,
+)
 from .globals import (
     META_FIELDS,
     ClientsExpired,
@@ -70,12 +90,17 @@ __all__ = [
     "UNKNOWN",
     "UNMOUNTING",
     "AllocRef",
+    "AncestorRow",
     "ClientsExpired",
     "Erased",
+    "Fence",
+    "FencedCall",
     "Grant",
+    "LeafRow",
     "LeaseReply",
     "Meta",
     "MountReply",
+    "ObjectRow",
     "PendingAlloc",
     "PingReply",
     "Reclaimed",
@@ -85,6 +110,7 @@ __all__ = [
     "Result",
     "TickReply",
     "UnmountBegin",
+    "Window",
     "alloc_confirm",
     "alloc_free",
     "alloc_pending",
@@ -92,7 +118,18 @@ __all__ = [
     "client_ping",
     "clients_expired",
     "clients_remove",
+    "evict_ancestors",
+    "evict_candidates",
+    "evict_counts",
+    "evict_fence",
+    "evict_keys",
+    "evict_leaf_info",
+    "evict_leaves",
+    "evict_objects_scan",
+    "evict_orphans",
     "evict_request",
+    "evict_unlinks_ack",
+    "evict_unlinks_peek",
     "evictor_lease",
     "exist",
     "get_replicas",
