@@ -11,9 +11,9 @@
 local epoch = argn()
 local raised = 0
 each_group(function(tag, shard, n)
-  local f = tonumber(redis.call('HGET', K.stats(tag), 'fence')) or 0
+  local f = tonumber(redis.call('HGET', K.stats(tag), F.stats.fence)) or 0
   if epoch > f then
-    redis.call('HSET', K.stats(tag), 'fence', epoch)
+    redis.call('HSET', K.stats(tag), F.stats.fence, epoch)
     raised = raised + 1
   end
 end)

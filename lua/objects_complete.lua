@@ -12,7 +12,7 @@ local out = {}
 each_group(function(tag, _, _)
   local keys = {}
   for _, key in ipairs(redis.call('SMEMBERS', K.objects(tag))) do
-    local f = redis.call('HMGET', K.obj(tag, key), 'st', 'pid')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.status, F.obj.put_id)
     if f[1] == 'C' then
       table.insert(keys, key)
       table.insert(keys, f[2] or '')

@@ -12,7 +12,7 @@ local out, conts, frees = {}, {}, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, client = arg(), arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 'c', 'r')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.client, F.obj.replicas)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif f[1] ~= client then

@@ -17,7 +17,7 @@ each_group(function(tag, shard, n)
     local pairs = {}
     local ctag = tag
     for _ = 1, max do
-      local f = redis.call('HMGET', K.node(ctag, h), 'p', 'ps')
+      local f = redis.call('HMGET', K.node(ctag, h), F.node.parent, F.node.parent_shard)
       local p = f[1] or ''
       table.insert(pairs, h)
       table.insert(pairs, p)

@@ -26,7 +26,7 @@ each_group(function(tag, shard, n)
     if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
       stored = 0
     end
-    local pp = redis.call('HGET', K.node(tag, parent), 'p')
+    local pp = redis.call('HGET', K.node(tag, parent), F.node.parent)
     local rooted = (not pp or pp == '') and 1 or 0
     table.insert(out, { radix_link_edge(tag, parent, child, now), stored, rooted })
   end

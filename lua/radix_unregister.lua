@@ -20,7 +20,7 @@ each_group(function(tag, shard, n)
       -- fallback applies to it); a key registered but not stored has no object.
       local okey = K.obj(tag, key)
       if redis.call('EXISTS', okey) == 1 then
-        redis.call('HDEL', okey, 'rad')
+        redis.call('HDEL', okey, F.obj.radix)
         radix_lost_object(tag, shard, h, conts, now_ms())
       end
     end

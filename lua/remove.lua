@@ -15,7 +15,7 @@ local out, conts, frees = {}, {}, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 'r', 'l')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.lease_ms)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif force ~= 1 and (tonumber(f[2]) or 0) > now then
