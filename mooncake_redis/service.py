@@ -1,10 +1,17 @@
 """``MasterService``: the facade over the service's parts, one delegate per RPC.
 
-The parts, built here in their one direction (each given what it needs, nothing reaches back):
+The parts, built here in their one direction (each given what it needs in its constructor,
+nothing reaches back):
 
-    Context (backend, keys, config, checkpoints, sharded batches, metrics)
-      <- Namespace (recorded settings) <- RadixIndex <- Allocator
-      <- Segments, Puts <- Objects <- Janitor <- Eviction
+    Context                      backend, keys, config, checkpoints, sharded batches, metrics
+    Namespace(ctx)               the recorded settings, the OOM flag hook
+    RadixIndex(ctx)              the radix index
+    Allocator(ctx)               the segment allocators
+    Segments(ctx, namespace, radix, allocator)
+    Puts(ctx, radix, allocator)
+    Objects(ctx, puts)
+    Janitor(ctx, namespace, radix, allocator, segments)
+    Eviction(ctx, radix, allocator, segments, janitor)
 
 The server, the wire front end, the clients and the tools call this object only; the parts are
 also reachable (``svc.puts``, ``svc.eviction``...) for tests and tools that need an internal.
