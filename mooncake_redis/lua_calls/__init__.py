@@ -42,9 +42,11 @@ from .globals import (
     evict_request,
     evictor_lease,
     meta_check,
+    parent_hints_put,
     segment_deregister,
     segment_register,
     service_tick,
+    te_metadata_put,
 )
 from .segment import (
     REFUSED,
@@ -139,6 +141,7 @@ __all__ = [
     "outbox_ack",
     "outbox_peek",
     "owner_check",
+    "parent_hints_put",
     "put_end",
     "put_revoke",
     "remove",
@@ -150,4 +153,5 @@ __all__ = [
     "segment_unmount_begin",
     "segment_unmount_end",
     "service_tick",
+    "te_metadata_put",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..context import Context
@@ -140,3 +141,19 @@ async def evictor_lease(
         "evictor_lease", [g("evictor"), g("evict_needed")], [op, holder, ttl_ms, *extra]
     )
     return LeaseReply(bool(int(granted)), int(ep), int(expires), _s(who), int(now), _s(value))
+
+
+async def parent_hints_put(ctx: Context, ttl_ms: int, hints: Sequence[tuple[str, str]]) -> int:
+    """``parent_hints_put``: (child block, parent block) hints of the wire front end, with a
+    ttl; the number written."""
+    flat = [x for pair in hints for x in pair]
+    n = await ctx.backend.call("parent_hints_put", [ctx.keys.global_key("meta")], [ttl_ms, *flat])
+    return int(n)
+
+
+async def te_metadata_put(ctx: Context, key: str, value: bytes) -> str:
+    """``te_metadata_put``: 'updated', 'unchanged' or 'duplicate' (rpc_meta keys are set once)."""
+    outcome = await ctx.backend.call(
+        "te_metadata_put", [ctx.keys.global_key("te_metadata")], [key, value]
+    )
+    return _s(outcome)

@@ -26,6 +26,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
+from ..lua_calls import te_metadata_put
+
 PATH = "/metadata"
 MAX_VALUE_BYTES = 16 * 1024 * 1024  # segment descriptors are a few KiB
 
@@ -58,9 +60,8 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         body = await request.body()
         if len(body) > MAX_VALUE_BYTES:
             return _text("metadata too large", 413)
-        svc, hkey = where()
-        outcome = await svc.backend.call("te_metadata_put", [hkey], [key, body])
-        outcome = outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+        svc, _ = where()
+        outcome = await te_metadata_put(svc.ctx, key, body)
         if outcome == "duplicate":
             return _text("Duplicate rpc_meta key not allowed", 400)
         return _text(f"metadata {outcome}")

@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from ..lua_calls import parent_hints_put
 from ..prefix import extract_prefix
 from ..records import _s
 from ..service import MasterService
@@ -93,9 +94,7 @@ class ParentHints:
             return
         self._remember(pairs)
         self.recorded += len(pairs)
-        flat = [x for pair in pairs for x in pair]
-        anchor = self.svc.keys.global_key("meta")
-        await self.svc.backend.call("parent_hints_put", [anchor], [self.ttl_ms, *flat])
+        await parent_hints_put(self.svc.ctx, self.ttl_ms, pairs)
 
     async def parents(self, keys: Sequence[str]) -> list[str]:
         """The parent block hash to put each key under ("" for a root)."""
