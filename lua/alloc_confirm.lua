@@ -8,10 +8,6 @@
 -- Returns: confirmed count.
 -- Errors: none.
 -- Idempotent: yes (removes pending entries).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
 --!include alloc.lua
 
 local done = 0

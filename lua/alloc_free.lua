@@ -8,10 +8,6 @@
 -- Returns: bytes freed (decimal string).
 -- Errors: none.
 -- Idempotent: yes (a free applies only to a record with its put id).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
 --!include alloc.lua
 
 local freed = '0'

@@ -6,10 +6,6 @@
 --       then per group: anchor, 0.
 -- Returns: per group: {offset (u64 hex), record "len|put id|ms|owner key", ...}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
 --!include alloc.lua
 
 local cutoff, limit = argn(), argn()

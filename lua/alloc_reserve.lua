@@ -14,10 +14,6 @@
 -- Errors: none (an item that gets nothing has an empty list).
 -- Idempotent: yes in effect: a reservation whose reply was lost is never committed, so the
 --   janitor frees it after alloc_reclaim_grace_ms.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
 --!include alloc.lua
 
 local now = now_ms()

@@ -13,9 +13,6 @@
 --          schema version, recorded shard count, recorded radix}.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include meta.lua
 --!include heartbeat.lua
 

@@ -11,9 +11,6 @@
 -- ARGV: client live ttl ms, gap ms, limit.
 -- Returns: {now ms, {segment id, client id, ...}, {client id claimed now, ...}, hearing 0/1}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include heartbeat.lua
 
 local now = now_ms()

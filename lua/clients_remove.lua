@@ -7,8 +7,6 @@
 -- Returns: clients forgotten.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local owners = {}

@@ -11,12 +11,6 @@
 --          row}...}; status 'ok' | 'gone' (no node or no keys) | 'hard' | 'lease' | 'busy',
 --          row as evict_candidates (empty unless 'ok').
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local now = now_ms()

@@ -12,12 +12,6 @@
 --          skipped lease, skipped hard, skipped busy}}, row = {hash, score, hits, bytes,
 --          objects, soft 0/1, parent, parent shard}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local max, limit = argn(), argn()

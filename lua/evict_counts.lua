@@ -5,14 +5,12 @@
 -- ARGV: group count, then per group: anchor, shard index, 0.
 -- Returns: {now ms, per group: {objects, expired lru entries}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local now = now_ms()
 local out = {}
 each_group(function(tag, shard, n)
-  local objects = tonumber(redis.call('HGET', K.stats(tag), 'objects')) or 0
+  local objects = tonumber(redis.call('HGET', K.stats(tag), F.stats.objects)) or 0
   table.insert(out, { objects, redis.call('ZCOUNT', K.lru(tag), '-inf', now) })
 end)
 return { now, out }

@@ -6,16 +6,14 @@
 -- Returns: the number of shards whose fence was raised.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local epoch = argn()
 local raised = 0
 each_group(function(tag, shard, n)
-  local f = tonumber(redis.call('HGET', K.stats(tag), 'fence')) or 0
+  local f = tonumber(redis.call('HGET', K.stats(tag), F.stats.fence)) or 0
   if epoch > f then
-    redis.call('HSET', K.stats(tag), 'fence', epoch)
+    redis.call('HSET', K.stats(tag), F.stats.fence, epoch)
     raised = raised + 1
   end
 end)

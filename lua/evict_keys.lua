@@ -12,12 +12,6 @@
 --          or {0} when fenced; status 'ok' or why not ('absent', 'hard', 'lease', 'busy',
 --          'soft', 'tree').
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local epoch, expires, allow_soft, no_tree = argn(), argn(), argn(), argn()
@@ -36,14 +30,14 @@ for _, g in ipairs(groups) do
       st = 'soft'
     end
     if st == 'ok' and no_tree == 1 then
-      local f = redis.call('HMGET', K.obj(tag, key), 'rad', 'pfx')
+      local f = redis.call('HMGET', K.obj(tag, key), F.obj.radix, F.obj.prefix)
       if f[1] == '1' or (f[2] and redis.call('SISMEMBER', K.node_keys(tag, f[2]), key) == 1) then
         st = 'tree'
       end
     end
     if st == 'ok' then
       store_erase(tag, g.shard, key, conts, frees, nil)
-      redis.call('HINCRBY', K.stats(tag), 'evicted_keys', 1)
+      redis.call('HINCRBY', K.stats(tag), F.stats.evicted_keys, 1)
       dec_hincr(K.stats(tag), 'evicted_bytes', b, false)
       table.insert(out, { 'ok', b })
     else

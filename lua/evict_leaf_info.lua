@@ -6,12 +6,6 @@
 -- Returns: one entry per hash in ARGV order: {status, row}, status 'ok' | 'gone' | 'inner' |
 --          'hard' | 'lease' | 'busy', row as evict_candidates (empty unless 'ok').
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local now = now_ms()

@@ -19,12 +19,6 @@
 --          or {0} when fenced.
 --          status: 'ok' (evicted) or why not ('gone', 'inner', 'hard', 'lease', 'busy', 'soft').
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local epoch, expires, allow_soft = argn(), argn(), argn()
@@ -55,7 +49,7 @@ repeat
     elseif st ~= 'ok' then
       out[idx] = { st, {}, 0, '0', '', '-1' }
     else
-      local p = redis.call('HMGET', K.node(tag, h), 'p', 'ps')
+      local p = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard)
       local mine, before = {}, #conts
       local erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees)
       evict_unlink_local(tag, mine, conts)
@@ -64,7 +58,7 @@ repeat
         redis.call('RPUSH', K.unlinks(tag), j)
         table.insert(journal, { shard, j })
       end
-      redis.call('HINCRBY', K.stats(tag), 'evicted_keys', #erased)
+      redis.call('HINCRBY', K.stats(tag), F.stats.evicted_keys, #erased)
       dec_hincr(K.stats(tag), 'evicted_bytes', bytes, false)
       out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
       progress = true

@@ -12,12 +12,6 @@
 -- Returns: {now ms, per group: {{key, lease, soft 0/1, bytes, ...flattened}, cursor score,
 --          cursor member, exhausted 0/1, skipped tree, skipped busy}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
---!include store.lua
 --!include evict.lua
 
 local limit, no_tree = argn(), argn()
@@ -50,8 +44,8 @@ for _, g in ipairs(evict_groups(4)) do
         local st, b, soft = evict_object_state(tag, key, now)
         local skip = st ~= 'ok'
         if st == 'ok' and no_tree == 1 then
-          local pfx = redis.call('HGET', K.obj(tag, key), 'pfx')
-          if redis.call('HGET', K.obj(tag, key), 'rad') == '1'
+          local pfx = redis.call('HGET', K.obj(tag, key), F.obj.prefix)
+          if redis.call('HGET', K.obj(tag, key), F.obj.radix) == '1'
               or (pfx and redis.call('SISMEMBER', K.node_keys(tag, pfx), key) == 1) then
             skip = true
             sk_tree = sk_tree + 1

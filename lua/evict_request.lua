@@ -8,8 +8,6 @@
 -- Returns: the value set.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local v = string.format('%d', now_ms())

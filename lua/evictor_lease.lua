@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- evictor_lease: the evictor lease (one evictor and janitor among all workers) with a fencing
 -- epoch. A holder renews before expiry; anyone may take over once the lease expired (Redis time),
--- which raises the epoch. The epoch never goes down (release keeps it), so shard fences stay valid.
+-- which raises the epoch to max(recorded + 1, Redis time ms). The epoch never goes down (release
+-- keeps it; an empty restart resumes above it), so shard fences stay valid.
 -- KEYS: [1] <global tag>:evictor (HASH holder, epoch, expires_ms), [2] <global tag>:evict_needed
 --       (STRING, the durable "an allocation failed" flag; same tag).
 -- ARGV: op, holder id, ttl ms, epoch (release/clear), flag value (clear).
@@ -11,13 +12,11 @@
 -- Returns: {granted 0/1, epoch, expires ms, holder, now ms, flag value or ''}.
 -- Errors: none.
 -- Idempotent: yes (a granted lease whose reply was lost is renewed by the resend).
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local op, me, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'holder', 'epoch', 'expires_ms')
+local f = redis.call('HMGET', KEYS[1], F.evictor.holder, F.evictor.epoch, F.evictor.expires_ms)
 local holder, epoch, expires = f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0
 local live = holder ~= '' and expires > now
 local granted = 0
@@ -26,17 +25,20 @@ if op == 'acquire' then
     expires = now + ttl
     granted = 1
   elseif not live then
-    epoch = epoch + 1
+    -- Monotonic even across a Redis that restarted empty (the record and every shard fence
+    -- gone): Redis time in ms exceeds any epoch taken before, so a paused former evictor
+    -- cannot write with its old epoch above a fence restarted from zero.
+    epoch = math.max(epoch + 1, now)
     holder, expires = me, now + ttl
     granted = 1
   end
   if granted == 1 then
-    redis.call('HSET', KEYS[1], 'holder', holder, 'epoch', epoch, 'expires_ms', expires,
-      'acquired_ms', now)
+    redis.call('HSET', KEYS[1], F.evictor.holder, holder, F.evictor.epoch, epoch, F.evictor.expires_ms, expires,
+      F.evictor.acquired_ms, now)
   end
 elseif op == 'release' then
   if holder == me and epoch == tonumber(ARGV[4]) then
-    redis.call('HSET', KEYS[1], 'holder', '', 'expires_ms', 0)
+    redis.call('HSET', KEYS[1], F.evictor.holder, '', F.evictor.expires_ms, 0)
     holder, expires, granted = '', 0, 1
   end
 elseif op == 'clear' then

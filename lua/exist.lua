@@ -6,11 +6,6 @@
 -- Returns: per key 1 or 0.
 -- Errors: none.
 -- Idempotent: yes (a lease grant is a max).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local ttl, soft_ttl = argn(), argn()
@@ -19,7 +14,7 @@ local out = {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 'st', 'l', 'sp', 'hp', 'rad', 'pfx')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.status, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
     if f[1] == 'C' then
       store_grant_lease(tag, key, { f[2], f[3], f[4], f[5], f[6] }, now, ttl, soft_ttl)
       table.insert(out, 1)

@@ -8,11 +8,6 @@
 -- Returns: per key {code, message, replicas cjson, lease timeout ms}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local ttl, soft_ttl = argn(), argn()
@@ -21,7 +16,7 @@ local out = {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 'r', 'l', 'sp', 'hp', 'rad', 'pfx')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif not store_any_complete(store_replicas(f[1])) then

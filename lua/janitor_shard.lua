@@ -7,11 +7,6 @@
 --       count, then per group: anchor, shard index, 0.
 -- Returns: {discarded count, released count, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local discard, release, limit = argn(), argn(), argn()
@@ -20,7 +15,7 @@ local discarded, released, conts, frees = 0, 0, {}, {}
 each_group(function(tag, shard, n)
   local stale = redis.call('ZRANGEBYSCORE', K.processing(tag), '-inf', now - discard, 'LIMIT', 0, limit)
   for _, key in ipairs(stale) do
-    local f = redis.call('HMGET', K.obj(tag, key), 't', 'r')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.created_ms, F.obj.replicas)
     if not f[1] or store_any_complete(store_replicas(f[2])) then
       redis.call('ZREM', K.processing(tag), key)
     elseif tonumber(f[1]) + discard <= now then

@@ -9,9 +9,6 @@
 --          to ARGV on first use).
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include meta.lua
 
 return meta_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3])

@@ -6,15 +6,13 @@
 -- ARGV: group count, then per group: anchor, shard index, 0.
 -- Returns: per group, in ARGV order, a flat list: key, put id, key, put id, ...
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local out = {}
 each_group(function(tag, _, _)
   local keys = {}
   for _, key in ipairs(redis.call('SMEMBERS', K.objects(tag))) do
-    local f = redis.call('HMGET', K.obj(tag, key), 'st', 'pid')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.status, F.obj.put_id)
     if f[1] == 'C' then
       table.insert(keys, key)
       table.insert(keys, f[2] or '')

@@ -6,8 +6,6 @@
 -- Returns: entries removed.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local removed = 0

@@ -5,8 +5,6 @@
 -- ARGV: head: limit per shard; then group count, then per group: anchor, shard index, 0.
 -- Returns: per group: {entry "segment id|offset|put id", ...}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local limit = argn()

@@ -7,11 +7,6 @@
 --       offset (u64 hex), put id).
 -- Returns: per item 1 (referenced or scheduled) or 0.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local out = {}
@@ -19,7 +14,7 @@ each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, seg, off, pid = arg(), arg(), arg(), arg()
     local hit = 0
-    local f = redis.call('HMGET', K.obj(tag, key), 'r', 'pid')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.put_id)
     if f[2] == pid then
       for _, rep in ipairs(store_replicas(f[1])) do
         if rep.seg == seg and rep.off == off then

@@ -7,8 +7,6 @@
 -- ARGV: ttl ms, then pairs: child block hash, parent block hash.
 -- Returns: the number of hints written.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local gtag = K.tag(KEYS[1])

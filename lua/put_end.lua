@@ -8,11 +8,6 @@
 -- Returns: per item {code, message}.
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601).
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local now = now_ms()
@@ -21,7 +16,7 @@ each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, client = arg(), arg()
     local okey = K.obj(tag, key)
-    local f = redis.call('HMGET', okey, 'c', 'r', 'hp', 'l')
+    local f = redis.call('HMGET', okey, F.obj.client, F.obj.replicas, F.obj.hard_pin, F.obj.lease_ms)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif f[1] ~= client then
@@ -32,7 +27,7 @@ each_group(function(tag, shard, n)
         rep.st = 'C'
       end
       local lease = math.max(tonumber(f[4]) or 0, now)
-      redis.call('HSET', okey, 'st', 'C', 'l', lease, 'r', store_encode(reps))
+      redis.call('HSET', okey, F.obj.status, 'C', F.obj.lease_ms, lease, F.obj.replicas, store_encode(reps))
       redis.call('ZREM', K.processing(tag), key)
       if f[3] ~= '1' then
         redis.call('ZADD', K.lru(tag), lease, key)

@@ -9,11 +9,6 @@
 -- Returns: per item {1 (exists, not stale) or 0, edge adopted 0/1}.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local discard = argn()
@@ -22,7 +17,7 @@ local out = {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, prefix, parent, gen = arg(), arg(), arg(), arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 't', 'r', 'pid')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.created_ms, F.obj.replicas, F.obj.put_id)
     local hit = 0
     if f[3] and (store_any_complete(store_replicas(f[2])) or tonumber(f[1]) + discard > now) then
       hit = 1

@@ -6,18 +6,13 @@
 -- Returns: {{per item {code, message}}, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601), INVALID_WRITE (-700) when a
 --   replica is not PROCESSING.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local out, conts, frees = {}, {}, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, client = arg(), arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 'c', 'r')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.client, F.obj.replicas)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif f[1] ~= client then

@@ -21,11 +21,6 @@
 --   than the commit deadline); 1 (not a Mooncake code; nothing written) when the node exists
 --   without a parent and has children and the cycle check was not done (see radix_register).
 -- Idempotent: yes (an object already written by this put id answers OK).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local num_shards, deadline, discard, release, soft_ttl, radix_on =
@@ -49,7 +44,7 @@ each_group(function(tag, shard, n)
     end
     local okey = K.obj(tag, key)
     local takeover = nil
-    local f = redis.call('HMGET', okey, 't', 'r', 'pid')
+    local f = redis.call('HMGET', okey, F.obj.created_ms, F.obj.replicas, F.obj.put_id)
     if f[3] == pid then
       code = 'again'
     end
@@ -64,7 +59,7 @@ each_group(function(tag, shard, n)
       end
     end
     if code == E.OK and radix_on == 1 and parent ~= '' then
-      local cur = redis.call('HGET', K.node(tag, prefix), 'p')
+      local cur = redis.call('HGET', K.node(tag, prefix), F.node.parent)
       if cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
           'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
@@ -90,23 +85,23 @@ each_group(function(tag, shard, n)
         rep.id, rep.st, rep.ms = id, 'P', nil
         ids[j] = id
       end
-      redis.call('HSET', okey, 'c', client, 't', now, 'sz', size, 'l', 0, 'st', 'P', 'pid', pid,
-        'pfx', prefix, 'r', store_encode(reps))
+      redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.size, size, F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid,
+        F.obj.prefix, prefix, F.obj.replicas, store_encode(reps))
       if soft == 1 then
-        redis.call('HSET', okey, 'sp', now + soft_ttl)
+        redis.call('HSET', okey, F.obj.soft_pin_ms, now + soft_ttl)
       end
       if hard == 1 then
-        redis.call('HSET', okey, 'hp', '1')
+        redis.call('HSET', okey, F.obj.hard_pin, '1')
       end
       redis.call('SADD', K.objects(tag), key)
       redis.call('ZADD', K.processing(tag), now, key)
-      redis.call('HINCRBY', K.stats(tag), 'objects', 1)
+      redis.call('HINCRBY', K.stats(tag), F.stats.objects, 1)
       dec_hincr(K.stats(tag), 'bytes', size, false)
       if radix_on == 1 then
         -- A block whose children were marked as orphans is stored again: they are adopted.
         local adopt = radix_will_adopt(tag, prefix)
         radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1)
-        redis.call('HSET', okey, 'rad', '1')
+        redis.call('HSET', okey, F.obj.radix, '1')
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
         end

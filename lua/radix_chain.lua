@@ -8,9 +8,6 @@
 --          parent, ... from the start up; the last parent is on another Redis node, or the walk
 --          reached max, or it is ''.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local out = {}
@@ -20,7 +17,7 @@ each_group(function(tag, shard, n)
     local pairs = {}
     local ctag = tag
     for _ = 1, max do
-      local f = redis.call('HMGET', K.node(ctag, h), 'p', 'ps')
+      local f = redis.call('HMGET', K.node(ctag, h), F.node.parent, F.node.parent_shard)
       local p = f[1] or ''
       table.insert(pairs, h)
       table.insert(pairs, p)

@@ -6,16 +6,13 @@
 --          {parent, parent shard, generation, created ms, score, hits, {keys...},
 --           {child, generation, child, generation, ...}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local out = {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local h = arg()
-    local f = redis.call('HMGET', K.node(tag, h), 'p', 'ps', 'g', 't', 's', 'h')
+    local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard, F.node.link_gen, F.node.created_ms, F.node.score, F.node.hits)
     if not f[1] then
       table.insert(out, {})
     else

@@ -15,9 +15,6 @@
 --          must pass the cycle check (the caller does it before that commit).
 -- Errors: none (inputs are validated by the caller).
 -- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local now = now_ms()
@@ -29,7 +26,7 @@ each_group(function(tag, shard, n)
     if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
       stored = 0
     end
-    local pp = redis.call('HGET', K.node(tag, parent), 'p')
+    local pp = redis.call('HGET', K.node(tag, parent), F.node.parent)
     local rooted = (not pp or pp == '') and 1 or 0
     table.insert(out, { radix_link_edge(tag, parent, child, now), stored, rooted })
   end

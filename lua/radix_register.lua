@@ -12,9 +12,6 @@
 --   children and the cycle check was not done: the caller checks that the parent is not below
 --   the node (radix_chain) and sends the item again with the check flag.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local now = now_ms()

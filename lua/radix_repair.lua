@@ -10,9 +10,6 @@
 -- Returns: {repaired count, {continuation...}} as radix_unregister.
 -- Errors: none (unknown operations are ignored and not counted).
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local fixed, conts = 0, {}
@@ -26,9 +23,9 @@ each_group(function(tag, shard, n)
       radix_refresh_leaf(tag, h)
       fixed = fixed + 1
     elseif string.sub(op, 1, 9) == 'unparent:' then
-      local f = redis.call('HMGET', K.node(tag, h), 'p', 'ps', 'g')
+      local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard, F.node.link_gen)
       if f[1] and f[1] ~= '' and f[1] == string.sub(op, 10) then
-        redis.call('HSET', K.node(tag, h), 'p', '', 'ps', '-1', 'g', '0')
+        redis.call('HSET', K.node(tag, h), F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0')
         table.insert(conts, { f[1], f[2], h, f[3] })
         fixed = fixed + 1
       end

@@ -7,9 +7,6 @@
 -- ARGV: group count, then per group: anchor, shard index, n, then n items (parent hash, child hash, generation).
 -- Returns: {dropped edge count, {continuation...}} as radix_unregister.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local dropped, conts = 0, {}

@@ -8,9 +8,6 @@
 --          to be passed to radix_unlink in the parent's shard.
 -- Errors: none (unknown keys are skipped). A stored object whose key is removed loses its
 --         "registered" mark (rad) in the same step.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include radix.lua
 
 local removed, conts = 0, {}
@@ -23,7 +20,7 @@ each_group(function(tag, shard, n)
       -- fallback applies to it); a key registered but not stored has no object.
       local okey = K.obj(tag, key)
       if redis.call('EXISTS', okey) == 1 then
-        redis.call('HDEL', okey, 'rad')
+        redis.call('HDEL', okey, F.obj.radix)
         radix_lost_object(tag, shard, h, conts, now_ms())
       end
     end

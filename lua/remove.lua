@@ -7,11 +7,6 @@
 -- Returns: {{per key: {code, message}}, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors (per key, strict): OBJECT_NOT_FOUND (-704), OBJECT_HAS_LEASE (-706) unless force,
 --   REPLICA_IS_NOT_READY (-703) if a replica is not COMPLETE (even with force).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local mode, force = arg(), argn()
@@ -20,7 +15,7 @@ local out, conts, frees = {}, {}, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), 'r', 'l')
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.lease_ms)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif force ~= 1 and (tonumber(f[2]) or 0) > now then

@@ -6,8 +6,6 @@
 -- Returns: 1 if dropped, 0 otherwise.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local cur = redis.call('HGET', KEYS[1], ARGV[1])

@@ -8,11 +8,6 @@
 --       offset (u64 hex), put id).
 -- Returns: {replicas dropped, objects erased, {continuation...}, {{shard, outbox entry}...}}.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local now = now_ms()
@@ -21,7 +16,7 @@ each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, seg, off, pid = arg(), arg(), arg(), arg()
     local okey = K.obj(tag, key)
-    local f = redis.call('HMGET', okey, 'r', 'pid')
+    local f = redis.call('HMGET', okey, F.obj.replicas, F.obj.put_id)
     local keep, hit = {}, false
     if f[2] == pid then
       for _, rep in ipairs(store_replicas(f[1])) do
@@ -37,13 +32,13 @@ each_group(function(tag, shard, n)
     else
       dropped = dropped + 1
       if #keep == 0 then
-        redis.call('HSET', okey, 'r', '')
+        redis.call('HSET', okey, F.obj.replicas, '')
         store_erase(tag, shard, key, conts, frees, nil)
         erased = erased + 1
       else
-        redis.call('HSET', okey, 'r', store_encode(keep))
+        redis.call('HSET', okey, F.obj.replicas, store_encode(keep))
         if not store_any_complete(keep) then
-          redis.call('HSET', okey, 'st', 'P')
+          redis.call('HSET', okey, F.obj.status, 'P')
         end
       end
     end

@@ -7,10 +7,6 @@
 --          allocated, mounted, alloc record count, pending count}; base, size and allocated
 --          are u64 hex.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
 --!include alloc.lua
 
 local out = {}

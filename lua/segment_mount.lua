@@ -8,10 +8,6 @@
 -- Errors: UNAVAILABLE_IN_CURRENT_STATUS (-1010) while the segment is being unmounted,
 --   INVALID_PARAMS (-600) for a malformed base or size.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
 --!include alloc.lua
 
 local stag = K.tag(KEYS[1])

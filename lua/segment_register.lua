@@ -10,9 +10,6 @@
 -- Returns: {code, message}.
 -- Errors: UNAVAILABLE_IN_CURRENT_STATUS (-1010) while the client is being expired.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include heartbeat.lua
 
 if redis.call('ZSCORE', KEYS[3], ARGV[2]) then

@@ -10,8 +10,6 @@
 --          client id of the segment or ''}.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local cur = redis.call('HGET', KEYS[1], 'client_id')

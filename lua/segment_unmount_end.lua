@@ -6,8 +6,6 @@
 -- Returns: 1 if deleted, 0 if the segment is unknown or mounted (a re-mount won).
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local stag = K.tag(KEYS[1])

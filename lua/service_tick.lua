@@ -13,9 +13,6 @@
 -- Returns: {schema version, shard count, radix, created ms, now ms, since ms, turn 1/0}.
 -- Errors: none.
 -- Idempotent: yes.
---!include keys.lua
---!include errors.lua
---!include common.lua
 --!include meta.lua
 --!include heartbeat.lua
 

@@ -6,8 +6,6 @@
 -- ARGV: metadata key, value.
 -- Returns: 'updated', 'unchanged' or 'duplicate'.
 -- Errors: none.
---!include keys.lua
---!include errors.lua
 --!include common.lua
 
 local key, value = ARGV[1], ARGV[2]

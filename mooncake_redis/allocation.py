@@ -1,7 +1,8 @@
 """Buffers in segments: reserve (distinct segments, node by node), free, apply outbox frees.
 
 Every put reads the segment registry, so the copy a worker caches lives here; every segment-tag
-script goes through ``_segment_groups`` (one call per node, as a cluster cannot cross slots).
+script goes through the context's ``run_segment_groups`` (one call per node: a cluster cannot
+cross slots).
 """
 
 from __future__ import annotations
@@ -13,16 +14,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import lua_calls as lua
+from .context import Context
 from .errors import MooncakeError
+from .lua_calls.store import outbox_ack
 from .models import ReplicateConfig
-from .radix import RadixMixin
-from .records import FreePair, _s, from_u64hex, parse_entry, u64hex
+from .records import FreePair, _s, parse_entry, u64hex
 
 SEGMENT_CACHE_S = 0.5  # how long a worker trusts its copy of the segment registry
 
 
 @dataclass
-class _Put:
+class PutItem:
+    """One key of a put batch, from its check to its commit (the upsert path reuses it)."""
+
     index: int
     key: str
     size: int
@@ -37,57 +42,33 @@ class _Put:
     parent_stored: bool = False  # the parent block was completely stored when linked
 
 
-class AllocationMixin(RadixMixin):
-    _seg_cache: list[str] | None = None
-    _seg_cache_at: float = 0.0
+class Allocator:
+    """The segment allocators as the puts, unmounts, janitor and evictors use them."""
 
-    async def _segment_ids(self, refresh: bool = False) -> list[str]:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._seg_cache: list[str] | None = None
+        self._seg_cache_at = 0.0
+
+    async def segment_ids(self, refresh: bool = False) -> list[str]:
         now = time.monotonic()
         if refresh or self._seg_cache is None or now - self._seg_cache_at > SEGMENT_CACHE_S:
-            raw = await self.backend.command("HKEYS", self.keys.global_key("segments"))
+            raw = await self.ctx.backend.command("HKEYS", self.ctx.keys.global_key("segments"))
             self._seg_cache = sorted(_s(x) for x in raw)
             self._seg_cache_at = now
         return list(self._seg_cache)
 
-    def _segments_changed(self) -> None:
+    def segments_changed(self) -> None:
         self._seg_cache = None
 
-    async def _segment_groups(
-        self, script: str, groups: Sequence[tuple[str, Sequence[Any]]], head: Sequence[Any] = ()
-    ) -> list[Any]:
-        """One call per node over segment groups (segment id, n items flattened);
-        returns the replies of the calls (not per group)."""
-        if not groups:
-            return []
-        anchors = [self.keys.segment_anchor(seg) for seg, _ in groups]
-        limit = self.config.script_batch_size
-
-        async def run(node: Any, idx: list[int]) -> list[Any]:
-            replies: list[Any] = []
-            for start in range(0, len(idx), limit):
-                part = idx[start : start + limit]
-                keys = [anchors[j] for j in part]
-                argv: list[Any] = [*head, len(part)]
-                for j in part:
-                    data = groups[j][1]
-                    argv.extend((anchors[j], len(data) // max(1, _arity(script)), *data))
-                declared = keys[:1] if self.backend.cluster else keys
-                replies.append((part, await self.backend.call(script, declared, argv, node)))
-            return replies
-
-        out: list[Any] = []
-        for _, calls in await self.backend.per_node(anchors, run):
-            out.extend(calls)
-        return out
-
-    async def _reserve(self, puts: Sequence[_Put], retried: bool = False) -> None:
+    async def reserve(self, puts: Sequence[PutItem], retried: bool = False) -> None:
         """Allocates up to replica_num buffers per put, on distinct segments."""
         if not puts:
             return
-        seg_ids = await self._segment_ids()
+        seg_ids = await self.segment_ids()
         if seg_ids:
-            anchors = [self.keys.segment_anchor(s) for s in seg_ids]
-            groups = self.backend.group(anchors)
+            anchors = [self.ctx.keys.segment_anchor(s) for s in seg_ids]
+            groups = self.ctx.backend.group(anchors)
             node_of_seg: dict[str, int] = {}
             for gi, (_, idx) in enumerate(groups):
                 for j in idx:
@@ -132,75 +113,65 @@ class AllocationMixin(RadixMixin):
         if (
             not retried
             and any(not p.reps for p in puts)
-            and await self._segment_ids(refresh=True) != seg_ids
+            and await self.segment_ids(refresh=True) != seg_ids
         ):
-            await self._reserve([p for p in puts if not p.reps], retried=True)
+            await self.reserve([p for p in puts if not p.reps], retried=True)
 
-    async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[_Put]) -> None:
-        anchors = [self.keys.segment_anchor(s) for s in seg_ids]
+    async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[PutItem]) -> None:
         pos = {s: i + 1 for i, s in enumerate(seg_ids)}
-        for start in range(0, len(puts), self.config.script_batch_size):
-            part = puts[start : start + self.config.script_batch_size]
-            argv: list[Any] = [len(anchors), *anchors, len(part)]
-            for p in part:
-                pref = [pos[s] for s in p.cfg.preferred() if s in pos]
-                argv.extend(
-                    (
-                        p.key,
-                        p.pid,
-                        u64hex(p.size),
-                        p.cfg.replica_num - len(p.reps),
-                        random.randrange(len(anchors)),
-                        len(pref),
-                        *pref,
-                    )
+        for start in range(0, len(puts), self.ctx.config.script_batch_size):
+            part = puts[start : start + self.ctx.config.script_batch_size]
+            asks = [
+                lua.ReserveAsk(
+                    key=p.key,
+                    put_id=p.pid,
+                    size=p.size,
+                    replicas=p.cfg.replica_num - len(p.reps),
+                    start=random.randrange(len(seg_ids)),
+                    preferred=[pos[s] for s in p.cfg.preferred() if s in pos],
                 )
-            declared = anchors[:1] if self.backend.cluster else anchors
-            now, per_item, maxsize = await self.backend.call("alloc_reserve", declared, argv, node)
-            for p, got in zip(part, per_item):
-                for kidx, off, base, ep, proto, name in got:
+                for p in part
+            ]
+            got = await lua.alloc_reserve(self.ctx, node, seg_ids, asks)
+            for p, grants in zip(part, got.grants):
+                for g in grants:
                     p.reps.append(
                         {  # u64 values as hex strings: cjson must never see them as numbers
-                            "seg": seg_ids[int(kidx) - 1],
-                            "off": _s(off),
+                            "seg": g.segment_id,
+                            "off": g.offset,
                             "len": u64hex(p.size),
-                            "base": _s(base),
-                            "ep": _s(ep),
-                            "proto": _s(proto),
-                            "name": _s(name),
-                            "ms": int(now),
+                            "base": g.base,
+                            "ep": g.te_endpoint,
+                            "proto": g.protocol,
+                            "name": g.name,
+                            "ms": got.now_ms,
                         }
                     )
-                p.maxsize = max(from_u64hex(maxsize), p.maxsize)
+                p.maxsize = max(got.max_size, p.maxsize)
 
-    async def _free_reservations(self, puts: Sequence[_Put]) -> None:
-        by_seg: dict[str, list[Any]] = {}
+    async def free_reservations(self, puts: Sequence[PutItem]) -> None:
+        by_seg: dict[str, list[tuple[str, str]]] = {}
         for p in puts:
             for r in p.reps:
-                by_seg.setdefault(r["seg"], []).extend((r["off"], p.pid))
-        await self._segment_groups("alloc_free", list(by_seg.items()))
+                by_seg.setdefault(r["seg"], []).append((r["off"], p.pid))
+        await lua.alloc_free(self.ctx, by_seg)
 
     async def apply_frees(self, frees: Sequence[FreePair]) -> int:
         """Applies outbox entries to the allocators, then acknowledges them. Idempotent."""
         if not frees:
             return 0
-        by_seg: dict[str, list[Any]] = {}
+        by_seg: dict[str, list[tuple[str, str]]] = {}
         for _, entry in frees:
             seg, off, pid = parse_entry(entry)
-            by_seg.setdefault(seg, []).extend((u64hex(off), pid))
-        valid = []
-        for seg, data in by_seg.items():
+            by_seg.setdefault(seg, []).append((u64hex(off), pid))
+        valid = {}
+        for seg, pairs in by_seg.items():
             try:
-                self.keys.segment_anchor(seg)
+                self.ctx.keys.segment_anchor(seg)
             except MooncakeError:
                 continue
-            valid.append((seg, data))
-        await self._segment_groups("alloc_free", valid)
-        await self.checkpoint("drain:freed")
-        await self.run_sharded("outbox_ack", [(sh, [e]) for sh, e in frees])
+            valid[seg] = pairs
+        await lua.alloc_free(self.ctx, valid)
+        await self.ctx.checkpoint("drain:freed")
+        await outbox_ack(self.ctx, frees)
         return len(frees)
-
-
-def _arity(script: str) -> int:
-    """Items per entry of segment group scripts (offset, put id pairs, or none)."""
-    return {"alloc_free": 2, "alloc_confirm": 2}.get(script, 1)

@@ -259,6 +259,30 @@ class Backend:
 
         return await self._mapped(str(args[0]), run, idempotent, node)
 
+    def pipeline(self) -> Any:
+        """A non-transactional pipeline; run it with :meth:`execute` (the error mapping)."""
+        return self.client.pipeline(transaction=False)
+
+    async def execute(self, pipe: Any, what: str = "pipeline") -> list[Any]:
+        """Runs a pipeline built on :meth:`pipeline`, mapping Redis errors (never resent: a
+        pipeline that failed half way cannot be told apart from one that never ran)."""
+        if self.refused is not None:
+            raise self.refused
+        result: list[Any] = await self._mapped(what, pipe.execute, False, None)
+        return result
+
+    async def info(self, section: str) -> list[dict[str, Any]]:
+        """``INFO section`` of every primary (one dict per node), mapped like every call."""
+
+        async def run() -> list[dict[str, Any]]:
+            if self.cluster:
+                raw = await self.client.info(section, target_nodes=self.client.get_primaries())
+                return list(raw.values())
+            return [await self.client.info(section)]
+
+        result: list[dict[str, Any]] = await self._mapped(f"INFO {section}", run, True, None)
+        return result
+
     async def _mapped(
         self, what: str, run: Callable[[], Awaitable[Any]], idempotent: bool, node: Any
     ) -> Any:

@@ -88,7 +88,7 @@ async def wipe(service: MasterService) -> None:
     client = service.backend.client
     for k in await namespace_keys(service):
         await client.delete(k)
-    await service._check_meta()
+    await service.check_meta()
 
 
 def snapshot_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

@@ -14,25 +14,20 @@ check and the link are separate steps); fsck reports it and ``--repair`` breaks 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .service_base import ServiceBase
+from .context import Context
+from .lua_calls.radix import radix_chain
 
 CHECK_CYCLE = 1  # a child-side step's "check the parent chain first" (not a Mooncake code)
 CHAIN_STEP = 1000  # parent pointers one radix_chain call reads at most
 MAX_CHAIN = 100_000  # a longer chain is refused, as if it closed a cycle
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class ParentChains:
     """Parent pointers of one batch's check: read from Redis once, then kept and compressed."""
 
-    def __init__(self, service: ServiceBase) -> None:
-        self.service = service
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self.up: dict[str, str] = {}  # node -> an ancestor ('' = root): parent or compressed
 
     async def _load(self, *hs: str) -> None:
@@ -40,12 +35,8 @@ class ParentChains:
         todo = list(dict.fromkeys(h for h in hs if h not in self.up))
         if not todo:
             return
-        replies = await self.service.run_sharded_items(
-            "radix_chain", [(self.service.keys.shard_of(h), [h, CHAIN_STEP]) for h in todo]
-        )
-        for h, flat in zip(todo, replies):
-            items = [_s(x) for x in flat]
-            for node, parent in zip(items[::2], items[1::2]):
+        for h, chain in zip(todo, await radix_chain(self.ctx, todo, CHAIN_STEP)):
+            for node, parent in chain:
                 self.up.setdefault(node, parent)
             self.up.setdefault(h, "")
 
@@ -85,12 +76,12 @@ class ParentChains:
 
 
 async def check_links(
-    service: ServiceBase, links: Sequence[tuple[str, str]], rooted: Iterable[str] = ()
+    ctx: Context, links: Sequence[tuple[str, str]], rooted: Iterable[str] = ()
 ) -> list[bool]:
     """For (child, parent) links whose child is a root with children, in batch order: True
     when the link would close a cycle (refuse it), False to send it as checked. ``rooted``:
     nodes the batch's link step found without a parent (read no further)."""
-    chains = ParentChains(service)
+    chains = ParentChains(ctx)
     chains.up.update(dict.fromkeys(rooted, ""))
     await chains._load(*(h for link in links for h in link))  # the whole batch at once
     out = []

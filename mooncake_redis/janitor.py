@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
-from .records import FreePair, _s, parse_alloc_record
-from .segments import SegmentsMixin
-from .service_base import ShardItem
+from . import lua_calls as lua
+from .allocation import Allocator
+from .context import Context
+from .namespace import Namespace
+from .radix import RadixIndex
+from .segments import Segments
 
 
 @dataclass
@@ -27,28 +29,40 @@ class JanitorReport:
     drained_frees: int = 0
 
 
-class JanitorMixin(SegmentsMixin):
+class Janitor:
+    """The service's tick and the reclaim steps; any worker may run them (see the module)."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        namespace: Namespace,
+        radix: RadixIndex,
+        allocator: Allocator,
+        segments: Segments,
+    ) -> None:
+        self.ctx = ctx
+        self.namespace = namespace
+        self.radix = radix
+        self.allocator = allocator
+        self.segments = segments
+
     async def heartbeat(self, hearing: bool | None = None, janitor_turn: bool = False) -> bool:
         """The service's tick (every worker's janitor loop or evictor loop, about once per
         janitor interval): records that the service hears (unless ``hearing`` is False: a
         standalone evictor hears no client), records the namespace meta again if Redis lost it,
         and refuses to go on when another process recorded other settings. With
         ``janitor_turn``: whether this call won the janitor's turn (one run per interval)."""
-        hear = self.hears_clients if hearing is None else hearing
-        g = self.keys.global_key
-        *recorded, _now, _since, turn = await self.backend.call(
-            "service_tick",
-            [g("meta"), g("heartbeat"), g("janitor")],
-            [
-                *self.meta_argv(),
-                1 if hear else 0,
-                self.config.heartbeat_gap,
-                self.config.janitor_interval_ms if janitor_turn else 0,
-                uuid.uuid4().hex,
-            ],
+        hear = self.ctx.hears_clients if hearing is None else hearing
+        c = self.ctx.config
+        tick = await lua.service_tick(
+            self.ctx,
+            self.namespace.meta(),
+            hearing=hear,
+            janitor_interval_ms=c.janitor_interval_ms if janitor_turn else 0,
+            token=uuid.uuid4().hex,
         )
-        self.compare_meta(recorded)
-        return bool(int(turn))
+        self.namespace.compare(tick.recorded)
+        return tick.turn
 
     async def run_janitor_once(
         self, force: bool = False, hearing: bool | None = None
@@ -73,54 +87,31 @@ class JanitorMixin(SegmentsMixin):
         time (a Redis outage or restart restarts every client's clock, see heartbeat.lua):
         claim (their pings say NEED_REMOUNT, their mounts wait), unmount, forget."""
         rep = rep or JanitorReport()
-        g = self.keys.global_key
-        c = self.config
-        _now, segs, claimed, _hearing = await self.backend.call(
-            "clients_expired",
-            [g("segments"), g("clients"), g("heartbeat"), g("expiring")],
-            [c.client_live_ttl_ms, c.heartbeat_gap, c.script_batch_size],
-        )
-        rep.expired_clients += len(claimed)
-        pairs = [(_s(segs[i]), _s(segs[i + 1])) for i in range(0, len(segs), 2)]
-        for seg_id, _client in pairs:
-            await self._unmount(seg_id)
+        expired = await lua.clients_expired(self.ctx)
+        rep.expired_clients += len(expired.claimed)
+        for seg_id, _client in expired.segments:
+            await self.segments.unmount(seg_id)
             rep.unmounted_segments += 1
-        await self.backend.call(
-            "clients_remove", [g("expiring"), g("segments")], [c.script_batch_size]
-        )
+        await lua.clients_remove(self.ctx)
         return rep.unmounted_segments
 
     async def resume_unmounts(self, rep: JanitorReport | None = None) -> None:
         rep = rep or JanitorReport()
-        for st in await self.segment_stats():
+        for st in await self.segments.segment_stats():
             if not st.mounted:
-                await self._finish_unmount(st.id, st.client_id)
+                await self.segments.finish_unmount(st.id, st.client_id)
                 rep.unmounted_segments += 1
 
     async def discard_stale_puts(self, rep: JanitorReport | None = None) -> None:
         """Discards PROCESSING puts older than the discard timeout (their buffers are released
         at put start + release timeout) and releases due discarded buffers."""
         rep = rep or JanitorReport()
-        c = self.config
-        limit = c.script_batch_size
-        items: list[ShardItem] = [(s, []) for s in range(c.num_shards)]
         for _ in range(16):
-            conts: list[Any] = []
-            frees: list[FreePair] = []
-            more = False
-            for idx, (d, r, cs, fs) in await self.run_sharded(
-                "janitor_shard",
-                items,
-                [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit],
-            ):
-                rep.discarded_puts += int(d)
-                rep.released_buffers += int(r)
-                more = more or int(d) >= limit or int(r) >= limit
-                conts.extend(cs)
-                frees.extend((int(sh), _s(e)) for sh, e in fs)
-                del idx
-            await self.finish_unlinks(conts)
-            rep.drained_frees += await self.apply_frees(frees)
+            done, more = await lua.janitor_shard(self.ctx)
+            rep.discarded_puts += done.first
+            rep.released_buffers += done.second
+            await self.radix.finish_unlinks(done.continuations)
+            rep.drained_frees += await self.allocator.apply_frees(done.frees)
             if not more:
                 break
 
@@ -128,53 +119,37 @@ class JanitorMixin(SegmentsMixin):
         """Pending allocations older than the commit deadline: confirmed if their owner object
         references them (or their free is scheduled), freed past the reclaim grace otherwise."""
         rep = rep or JanitorReport()
-        c = self.config
-        ids = await self._segment_ids(True)
+        c = self.ctx.config
+        ids = await self.allocator.segment_ids(True)
         if not ids:
             return
-        now = await self.backend.time_ms()
-        records: list[tuple[str, str, str, int, str]] = []  # seg, off (u64 hex), pid, ms, owner
-        for part, reply in await self._segment_groups(
-            "alloc_pending",
-            [(s, []) for s in ids],
-            [now - c.alloc_commit_deadline_ms, c.script_batch_size],
-        ):
-            for j, row in zip(part, reply):
-                for k in range(0, len(row), 2):
-                    _, pid, ms, owner = parse_alloc_record(_s(row[k + 1]))
-                    records.append((ids[j], _s(row[k]), pid, ms, owner))
+        now = await self.ctx.backend.time_ms()
+        records = await lua.alloc_pending(self.ctx, ids, now - c.alloc_commit_deadline_ms)
         if not records:
             return
-        checks = await self.run_sharded_items(
-            "owner_check",
-            [(self.shard_of_key(o), [o, seg, off, pid]) for seg, off, pid, _, o in records],
+        checks = await lua.owner_check(
+            self.ctx, [lua.AllocRef(r.owner, r.segment_id, r.offset, r.put_id) for r in records]
         )
-        confirm: dict[str, list[Any]] = {}
-        free: dict[str, list[Any]] = {}
-        for (seg, off, pid, ms, _), hit in zip(records, checks):
-            if int(hit):
-                confirm.setdefault(seg, []).extend((off, pid))
+        confirm: dict[str, list[tuple[str, str]]] = {}
+        free: dict[str, list[tuple[str, str]]] = {}
+        for r, hit in zip(records, checks):
+            if hit:
+                confirm.setdefault(r.segment_id, []).append((r.offset, r.put_id))
                 rep.confirmed_allocations += 1
-            elif ms <= now - c.alloc_reclaim_grace_ms:
-                free.setdefault(seg, []).extend((off, pid))
+            elif r.ms <= now - c.alloc_reclaim_grace_ms:
+                free.setdefault(r.segment_id, []).append((r.offset, r.put_id))
                 rep.reclaimed_allocations += 1
-        await self._segment_groups("alloc_confirm", list(confirm.items()))
-        await self._segment_groups("alloc_free", list(free.items()))
+        await lua.alloc_confirm(self.ctx, confirm)
+        await lua.alloc_free(self.ctx, free)
 
     async def drain_outboxes(self, rep: JanitorReport | None = None) -> int:
         """Applies every shard's outbox (frees left by a crash between erase and drain)."""
         rep = rep or JanitorReport()
-        items: list[ShardItem] = [(s, []) for s in range(self.config.num_shards)]
         total = 0
         for _ in range(64):
-            frees: list[FreePair] = []
-            for idx, reply in await self.run_sharded(
-                "outbox_peek", items, [self.config.script_batch_size]
-            ):
-                for i, entries in zip(idx, reply):
-                    frees.extend((items[i][0], _s(e)) for e in entries)
+            frees = await lua.outbox_peek(self.ctx)
             if not frees:
                 break
-            total += await self.apply_frees(frees)
+            total += await self.allocator.apply_frees(frees)
         rep.drained_frees += total
         return total

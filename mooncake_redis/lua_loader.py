@@ -1,9 +1,12 @@
 """Loads ``lua/*.lua``: expands ``--!include name.lua`` from ``lua/includes/``, parses headers.
 
 Every script file starts with a ``#!lua`` shebang line, then a comment header (KEYS, ARGV,
-returns, errors). Includes are expanded once each, depth first; a cycle or a repeated include is
-an error at load time, not a surprise in production. The key-name helpers come from a generated
-include (``keys.lua``) so that :mod:`mooncake_redis.keys` stays the only place naming keys.
+returns, errors). Each include declares the includes it needs itself (``--!include`` lines at its
+top), so a script names only what it uses directly. Includes are expanded depth first, each once
+per script: one reached a second time (two includes needing ``common.lua``) is skipped, and a
+cycle is an error at load time, not a surprise in production. The key-name helpers and the HASH
+field names come from generated includes (``keys.lua``, ``fields.lua``) so that
+:mod:`mooncake_redis.keys` stays the only place naming keys and fields.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from .errors import ErrorCode
-from .keys import lua_key_functions
+from .keys import lua_field_names, lua_key_functions
 
 INCLUDE_RE = re.compile(r"^--!include\s+([A-Za-z0-9_./-]+\.lua)\s*$")
 
@@ -25,7 +28,11 @@ def lua_error_codes() -> str:
     return "local E = {}\n" + "".join(f"E.{c.name} = {int(c)}\n" for c in ErrorCode)
 
 
-GENERATED_INCLUDES = {"keys.lua": lua_key_functions, "errors.lua": lua_error_codes}
+GENERATED_INCLUDES = {
+    "keys.lua": lua_key_functions,
+    "fields.lua": lua_field_names,
+    "errors.lua": lua_error_codes,
+}
 
 
 class LuaLoadError(RuntimeError):
@@ -81,7 +88,7 @@ def expand(
         if name in stack:
             raise LuaLoadError(f"include cycle: {' -> '.join((*stack, name))}")
         if name in seen:
-            raise LuaLoadError(f"{name} included twice (via {' -> '.join(stack) or 'top'})")
+            continue  # already expanded earlier in this script: its definitions are in scope
         seen.add(name)
         if name in GENERATED_INCLUDES:
             inc = GENERATED_INCLUDES[name]()

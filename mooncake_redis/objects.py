@@ -1,42 +1,64 @@
-"""The object RPCs besides puts (puts.py): replica lists, exist, remove, the object listing.
+"""The object RPCs besides puts (puts.py): replica lists, exist, remove, the object listing;
+and the crash-safe step order that every store operation (here, puts.py, segments.py) keeps.
 
-Each is a sequence of single-tag script steps in the crash-safe order ``store.py`` describes.
+Three kinds of hash tag take part, so every operation is a sequence of single-tag script steps
+ordered so that a crash between two steps leaves only a state something reclaims:
+
+- put_start: reserve buffers in the segment tags (owner-tagged with key and put id, recorded as
+  pending with Redis time) concurrently with the radix parent link, then commit the object in its
+  shard. A crash in between leaves pending allocations: the janitor frees those whose owner never
+  committed them (after ``alloc_reclaim_grace_ms``; the commit refuses allocations older than
+  ``alloc_commit_deadline_ms``, which is shorter, so a slow commit never attaches a freed buffer).
+- erase paths (revoke, remove, stale-put discard, unmount): one shard script deletes the object,
+  unregisters it from the radix index (continuations come back for the parent shards) and pushes
+  its buffer frees to the shard outbox; the caller then applies the frees to the allocators
+  (``alloc_free``: idempotent, put-id checked) and acknowledges them (``outbox_ack``). A crash
+  leaves entries in the outbox, which the janitor drains.
+- unmount: the segment stops allocating (``mounted=0``), the replicas its allocation records
+  name are dropped in their shards (a reservation not yet committed is vetoed instead), then the
+  allocator and the registry entry go. Resumable: the janitor finishes unmounts left half done.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from . import lua_calls as lua
+from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .models import (
     COMPLETE,
     GetReplicaListResponse,
 )
 from .prefix import check_key, check_str
-from .puts import PutsMixin, _descriptor
-from .records import _err, _s
-from .service_base import ShardItem
+from .puts import Puts, _descriptor
+from .records import _s
 
 MAX_REGEX_LEN = 1024
 REGEX_TIMEOUT_S = 0.05  # per key; a pattern that needs more is refused before anything changes
 
 
-class ObjectsMixin(PutsMixin):
+class Objects:
+    """The object RPCs besides puts; removals erase through :meth:`Puts.run_erase`."""
+
+    def __init__(self, ctx: Context, puts: Puts) -> None:
+        self.ctx = ctx
+        self.puts = puts
+
     # ------------------------------------------------------------------ reads
-    def _checked_keys(self, keys: Sequence[str]) -> tuple[list[Any], list[ShardItem], list[int]]:
+    def _checked_keys(self, keys: Sequence[str]) -> tuple[list[Any], list[str], list[int]]:
         results: list[Any] = [None] * len(keys)
-        items: list[ShardItem] = []
+        items: list[str] = []
         where: list[int] = []
         for i, key in enumerate(keys):
             try:
-                k = check_key(key, self.config.max_key_length)
+                k = check_key(key, self.ctx.config.max_key_length)
             except MooncakeError as exc:
                 results[i] = exc
                 continue
-            items.append((self.shard_of_key(k), [k]))
+            items.append(k)
             where.append(i)
         return results, items, where
 
@@ -51,16 +73,12 @@ class ObjectsMixin(PutsMixin):
     ) -> list[GetReplicaListResponse | MooncakeError]:
         """GetReplicaList per key: the COMPLETE replicas, granting a lease."""
         results, items, where = self._checked_keys(keys)
-        ttl = self.config.default_kv_lease_ttl_ms
-        replies = await self.run_sharded_items(
-            "get_replicas", items, [ttl, self.config.default_kv_soft_pin_ttl_ms]
-        )
-        for i, r in zip(where, replies):
-            err = _err(r)
-            if err is not None:
-                results[i] = err
+        ttl = self.ctx.config.default_kv_lease_ttl_ms
+        for i, r in zip(where, await lua.get_replicas(self.ctx, items)):
+            if r.code != 0:
+                results[i] = MooncakeError(r.code, r.message)
                 continue
-            reps = [x for x in json.loads(_s(r[2])) if x.get("st") == "C"]
+            reps = [x for x in r.replicas if x.get("st") == "C"]
             results[i] = GetReplicaListResponse(
                 [_descriptor(x, int(x["id"]), COMPLETE) for x in reps], ttl
             )
@@ -75,13 +93,8 @@ class ObjectsMixin(PutsMixin):
     async def batch_exist_key(self, keys: Sequence[str]) -> list[bool | MooncakeError]:
         """ExistKey per key: True only with a COMPLETE replica; a hit grants a lease."""
         results, items, where = self._checked_keys(keys)
-        replies = await self.run_sharded_items(
-            "exist",
-            items,
-            [self.config.default_kv_lease_ttl_ms, self.config.default_kv_soft_pin_ttl_ms],
-        )
-        for i, r in zip(where, replies):
-            results[i] = bool(int(r))
+        for i, hit in zip(where, await lua.exist(self.ctx, items)):
+            results[i] = hit
         return results
 
     # ------------------------------------------------------------------ removal
@@ -94,40 +107,36 @@ class ObjectsMixin(PutsMixin):
         self, keys: Sequence[str], force: bool = False
     ) -> list[MooncakeError | None]:
         results, items, where = self._checked_keys(keys)
-        replies = await self._run_erase("remove", items, ["strict", 1 if force else 0])
-        for i, r in zip(where, replies):
-            results[i] = _err(r)
+        erased = await lua.remove(self.ctx, items, skip=False, force=force)
+        for i, r in zip(where, await self.puts.finish_erase(erased)):
+            results[i] = r.error()
         return results
 
     async def complete_objects(self) -> dict[str, str]:
         """Key -> put id of every COMPLETE object, without granting a lease: one atomic script
         call per node (a consistent snapshot on a single Redis, even while an evictor runs).
         For tools, health samples and tests, not a Mooncake RPC."""
-        items: list[ShardItem] = [(sh, []) for sh in range(self.keys.num_shards)]
-        out: dict[str, str] = {}
-        for _, reply in await self.run_sharded("objects_complete", items):
-            for flat in reply:
-                out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
-        return out
+        return await lua.objects_complete(self.ctx)
 
-    async def _all_object_keys(self) -> list[str]:
+    async def all_object_keys(self) -> list[str]:
         async def scan(shard: int) -> list[str]:
             out: list[str] = []
             cursor: Any = 0
-            key = self.keys.shard_key(shard, "objects")
+            key = self.ctx.keys.shard_key(shard, "objects")
             while True:
-                cursor, members = await self.backend.client.sscan(key, cursor, count=1000)
+                cursor, members = await self.ctx.backend.command(
+                    "SSCAN", key, cursor, "COUNT", 1000
+                )
                 out.extend(_s(m) for m in members)
                 if int(cursor) == 0:
                     return out
 
-        parts = await asyncio.gather(*(scan(s) for s in range(self.keys.num_shards)))
+        parts = await asyncio.gather(*(scan(s) for s in range(self.ctx.keys.num_shards)))
         return [k for p in parts for k in p]
 
     async def _remove_skip(self, keys: Sequence[str], force: bool) -> int:
-        items: list[ShardItem] = [(self.shard_of_key(k), [k]) for k in keys]
-        replies = await self._run_erase("remove", items, ["skip", 1 if force else 0])
-        return sum(1 for r in replies if int(r[0]) == 0)
+        erased = await lua.remove(self.ctx, keys, skip=True, force=force)
+        return sum(1 for r in await self.puts.finish_erase(erased) if r.code == 0)
 
     async def _keys_matching(self, pattern: str) -> list[str]:
         """Object keys the pattern finds (search semantics, as std::regex_search). A pattern
@@ -141,7 +150,7 @@ class ObjectsMixin(PutsMixin):
         except (regex.error, ValueError, OverflowError) as exc:
             raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
         matched: list[str] = []
-        for k in await self._all_object_keys():
+        for k in await self.all_object_keys():
             try:
                 if pat.search(k, timeout=REGEX_TIMEOUT_S):
                     matched.append(k)
@@ -165,4 +174,4 @@ class ObjectsMixin(PutsMixin):
 
     async def remove_all(self, force: bool = False) -> int:
         """RemoveAll: removes every object that is not leased (unless force) and complete."""
-        return await self._remove_skip(await self._all_object_keys(), force)
+        return await self._remove_skip(await self.all_object_keys(), force)

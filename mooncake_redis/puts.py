@@ -1,29 +1,32 @@
 """The put RPCs: put start (reserve + link, then commit, in bounded chunks), end, revoke.
 
-Each is a sequence of single-tag script steps in the crash-safe order ``store.py`` describes;
+Each is a sequence of single-tag script steps in the crash-safe order ``objects.py`` describes;
 the radix put guard (no orphans, no partial blocks) and the parent cycle check live here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .allocation import AllocationMixin, _Put
+from . import lua_calls as lua
+from .allocation import Allocator, PutItem
+from .context import Context
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
+from .lua_calls.puts import Commit, Committed, Precheck, put_precheck, put_start
+from .lua_calls.store import Erased, Result
 from .models import (
     PROCESSING,
     ReplicaDescriptor,
     ReplicateConfig,
 )
 from .prefix import check_key, check_str
-from .records import U64_MAX, FreePair, _err, _s
-from .service_base import ShardItem
+from .radix import RadixIndex
+from .records import U64_MAX
 
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 
@@ -44,35 +47,33 @@ def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> Replica
     )
 
 
-def _cycle_msg(p: _Put) -> str:
+def _cycle_msg(p: PutItem) -> str:
     return (
         f"parent_block_hash: block {p.cfg.parent_block_hash} is below {p.prefix};"
         " the put would close a parent cycle"
     )
 
 
-class PutsMixin(AllocationMixin):
+class Puts:
+    """The put RPCs, and the erase step every removal path shares (:meth:`finish_erase`)."""
+
+    def __init__(self, ctx: Context, radix: RadixIndex, allocator: Allocator) -> None:
+        self.ctx = ctx
+        self.radix = radix
+        self.allocator = allocator
+
     # ------------------------------------------------------------------ erase plumbing
-    async def _run_erase(
-        self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
-    ) -> list[Any]:
-        """Scripts replying {per item, conts, frees}: finishes unlinks and drains the frees."""
-        out: list[Any] = [None] * len(items)
-        conts: list[Any] = []
-        frees: list[FreePair] = []
-        for idx, (replies, cs, fs) in await self.run_sharded(script, items, head):
-            for i, r in zip(idx, replies):
-                out[i] = r
-            conts.extend(cs)
-            frees.extend((int(sh), _s(e)) for sh, e in fs)
-        await self.checkpoint("erase:erased")
-        await self.finish_unlinks(conts)
-        await self.apply_frees(frees)
-        return out
+    async def finish_erase(self, erased: Erased) -> list[Result]:
+        """The rest of an erase step (``remove``, ``put_revoke``...): the unlinks upward, then
+        the frees to the allocators; the per-item results."""
+        await self.ctx.checkpoint("erase:erased")
+        await self.radix.finish_unlinks(erased.continuations)
+        await self.allocator.apply_frees(erased.frees)
+        return erased.results
 
     # ------------------------------------------------------------------ put
-    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig) -> _Put:
-        k = check_key(key, self.config.max_key_length)
+    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig) -> PutItem:
+        k = check_key(key, self.ctx.config.max_key_length)
         if isinstance(lengths, int) and not isinstance(lengths, bool):
             lengths = [lengths]
         if not isinstance(lengths, (list, tuple)) or not lengths:
@@ -87,12 +88,14 @@ class PutsMixin(AllocationMixin):
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: the sum exceeds 2^64 - 1 bytes"
             )
-        prefix = self.prefix_of(k)
+        prefix = self.ctx.prefix_of(k)
         if cfg.parent_block_hash == prefix:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"parent_block_hash: {prefix} is the key's own prefix"
             )
-        return _Put(i, k, sum(lengths), prefix, self.keys.shard_of(prefix), uuid.uuid4().hex, cfg)
+        return PutItem(
+            i, k, sum(lengths), prefix, self.ctx.keys.shard_of(prefix), uuid.uuid4().hex, cfg
+        )
 
     def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
         n = cfg.replica_num
@@ -103,7 +106,10 @@ class PutsMixin(AllocationMixin):
         for s in cfg.preferred():
             check_str("preferred_segments", s, 256)
         check_str(
-            "parent_block_hash", cfg.parent_block_hash, self.config.max_key_length, allow_empty=True
+            "parent_block_hash",
+            cfg.parent_block_hash,
+            self.ctx.config.max_key_length,
+            allow_empty=True,
         )
         return cfg
 
@@ -124,7 +130,7 @@ class PutsMixin(AllocationMixin):
     ) -> list[list[ReplicaDescriptor] | MooncakeError]:
         """BatchPutStart: one result per key. ``config`` is one ReplicateConfig for all keys (as
         Mooncake) or a list with one per key (so one batch can carry several radix parents)."""
-        client = check_str("client_id", client_id, self.config.max_key_length)
+        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
         if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
@@ -137,7 +143,7 @@ class PutsMixin(AllocationMixin):
             one = self._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
             cfgs = [one] * len(keys)
         results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
-        puts: list[_Put] = []
+        puts: list[PutItem] = []
         for i, key in enumerate(keys):
             try:
                 puts.append(self._check_put(i, key, slice_lengths[i], cfgs[i]))
@@ -148,10 +154,10 @@ class PutsMixin(AllocationMixin):
         # reserve more than it commits within that time. A chunk that takes over a quarter of
         # the deadline halves the next one (a slow or loaded Redis); a fast one doubles it.
         in_batch = {p.prefix for p in puts}
-        failed: list[_Put] = []
-        cap = self.config.batch_chunk_size
+        failed: list[PutItem] = []
+        cap = self.ctx.config.batch_chunk_size
         size = min(cap, 256)
-        budget = self.config.alloc_commit_deadline_ms / 1000.0
+        budget = self.ctx.config.alloc_commit_deadline_ms / 1000.0
         start = 0
         while start < len(puts):
             chunk = puts[start : start + size]
@@ -163,31 +169,31 @@ class PutsMixin(AllocationMixin):
                 size = max(16, size // 2)
             elif took < budget / 16:
                 size = min(cap, size * 2)
-        if self.config.enable_radix_tree and self.config.radix_put_guard:
+        if self.ctx.config.enable_radix_tree and self.ctx.config.radix_put_guard:
             await self._roll_back_partial(client, puts, failed, results)
         return [r if r is not None else MooncakeError(ErrorCode.INTERNAL_ERROR) for r in results]
 
     async def _put_chunk(
-        self, client: str, puts: list[_Put], in_batch: set[str], results: list[Any]
-    ) -> list[_Put]:
+        self, client: str, puts: list[PutItem], in_batch: set[str], results: list[Any]
+    ) -> list[PutItem]:
         """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
         buffers freed, their fresh parent edges dropped)."""
-        radix = self.config.enable_radix_tree
+        radix = self.ctx.config.enable_radix_tree
         linked = [p for p in puts if radix and p.cfg.parent_block_hash]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
-            self._reserve(puts),
-            self.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
+            self.allocator.reserve(puts),
+            self.radix.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
         )
         rooted: set[str] = set()  # parents with no parent of their own when linked
         for p, (gen, stored, root) in zip(linked, links):
             p.gen, p.parent_stored = gen, stored
             if root:
                 rooted.add(p.cfg.parent_block_hash)
-        await self.checkpoint("put_start:reserved")
-        failed: list[_Put] = []
+        await self.ctx.checkpoint("put_start:reserved")
+        failed: list[PutItem] = []
         empty = [p for p in puts if not p.reps]
-        guard = radix and self.config.radix_put_guard
+        guard = radix and self.ctx.config.radix_put_guard
         orphans = self._orphan_puts(linked, in_batch) if guard else []
         if empty or orphans:
             await self._explain_no_replica(empty, results, orphans)
@@ -195,44 +201,20 @@ class PutsMixin(AllocationMixin):
             failed.extend(orphans)
         # Step 2: commit in the object shards.
         todo = [p for p in puts if p.reps and p not in orphans]
-        c = self.config
-        head = [
-            c.num_shards,
-            c.alloc_commit_deadline_ms,
-            c.put_start_discard_timeout_ms,
-            c.put_start_release_timeout_ms,
-            c.default_kv_soft_pin_ttl_ms,
-            1 if radix else 0,
-        ]
 
-        def item(p: _Put, checked: int) -> ShardItem:
+        def item(p: PutItem, checked: int) -> Commit:
             parent = p.cfg.parent_block_hash if radix else ""
-            return (
-                p.shard,
-                [
-                    p.key,
-                    p.pid,
-                    client,
-                    str(p.size),
-                    1 if p.cfg.with_soft_pin else 0,
-                    1 if p.cfg.with_hard_pin else 0,
-                    json.dumps(p.reps, separators=(",", ":")),
-                    p.prefix,
-                    parent,
-                    self.keys.shard_of(parent) if parent else -1,
-                    p.gen,
-                    checked,
-                ],
-            )
+            cfg = p.cfg
+            return Commit(
+                p.shard, p.key, p.pid, client, p.size, bool(cfg.with_soft_pin),
+                bool(cfg.with_hard_pin), p.reps, p.prefix, parent, p.gen, bool(checked),
+            )  # fmt: skip
 
         conts: list[Any] = []
 
-        async def commit(items: list[ShardItem]) -> list[Any]:
-            replies: list[Any] = [None] * len(items)
-            for idx, (rs, cs) in await self.run_sharded("put_start", items, head):
-                for i, r in zip(idx, rs):
-                    replies[i] = r
-                conts.extend(cs)
+        async def commit(items: list[Commit]) -> list[Committed]:
+            replies, cs = await put_start(self.ctx, items, radix)
+            conts.extend(cs)
             return replies
 
         # A put of a block that now has children and no parent (a chain put in one batch: each
@@ -242,7 +224,7 @@ class PutsMixin(AllocationMixin):
         checked: set[int] = set()
         if pre:
             links_pre = [(p.prefix, p.cfg.parent_block_hash) for p in pre]
-            for p, bad in zip(pre, await check_links(self, links_pre, rooted)):
+            for p, bad in zip(pre, await check_links(self.ctx, links_pre, rooted)):
                 if bad:
                     results[p.index] = MooncakeError(ErrorCode.INVALID_PARAMS, _cycle_msg(p))
                     failed.append(p)
@@ -254,31 +236,33 @@ class PutsMixin(AllocationMixin):
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).
-        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        again = [j for j, r in enumerate(replies) if r.code == CHECK_CYCLE]
         if again:
             cycles = await check_links(
-                self, [(todo[j].prefix, todo[j].cfg.parent_block_hash) for j in again]
+                self.ctx, [(todo[j].prefix, todo[j].cfg.parent_block_hash) for j in again]
             )
             for j, bad in zip(again, cycles):
                 if bad:
-                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], 0]
+                    replies[j] = Committed(
+                        int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], False
+                    )
             resend = [j for j, bad in zip(again, cycles) if not bad]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
                 replies[j] = r
         for p, reply in zip(todo, replies):
-            err = _err(reply)
-            if err is not None:
-                results[p.index] = err
-                p.adopted = bool(int(reply[3]))
+            if reply.code != 0:
+                results[p.index] = MooncakeError(reply.code, reply.message)
+                p.adopted = reply.adopted
                 failed.append(p)
                 continue
-            ids = [int(_s(x)) for x in reply[2]]
-            results[p.index] = [_descriptor(r, rid, PROCESSING) for rid, r in zip(ids, p.reps)]
+            results[p.index] = [
+                _descriptor(r, rid, PROCESSING) for rid, r in zip(reply.replica_ids, p.reps)
+            ]
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
             (
                 p.cfg.parent_block_hash,
-                self.keys.shard_of(p.cfg.parent_block_hash),
+                self.ctx.keys.shard_of(p.cfg.parent_block_hash),
                 p.prefix,
                 str(p.gen),
             )
@@ -286,13 +270,13 @@ class PutsMixin(AllocationMixin):
             if p.gen and not p.adopted
         ]
         await asyncio.gather(
-            self._free_reservations([p for p in failed if p.reps]),
-            self.finish_unlinks([*conts, *undo]),
+            self.allocator.free_reservations([p for p in failed if p.reps]),
+            self.radix.finish_unlinks([*conts, *undo]),
         )
         return failed
 
     @staticmethod
-    def _orphan_puts(linked: Sequence[_Put], in_batch: set[str]) -> list[_Put]:
+    def _orphan_puts(linked: Sequence[PutItem], in_batch: set[str]) -> list[PutItem]:
         """Puts whose parent block is neither completely stored nor part of this batch."""
         return [
             p for p in linked if not p.parent_stored and p.cfg.parent_block_hash not in in_batch
@@ -301,8 +285,8 @@ class PutsMixin(AllocationMixin):
     async def _roll_back_partial(
         self,
         client: str,
-        puts: Sequence[_Put],
-        failed: Sequence[_Put],
+        puts: Sequence[PutItem],
+        failed: Sequence[PutItem],
         results: list[Any],
     ) -> None:
         """Revokes what this batch committed for a block that it did not accept whole, and for
@@ -334,34 +318,33 @@ class PutsMixin(AllocationMixin):
             done = [p for p in done if p not in undo]
 
     async def _explain_no_replica(
-        self, puts: list[_Put], results: list[Any], orphans: Sequence[_Put] = ()
+        self, puts: list[PutItem], results: list[Any], orphans: Sequence[PutItem] = ()
     ) -> None:
         """Puts that got no buffer: OBJECT_ALREADY_EXISTS if the key exists (Mooncake checks that
         first), INVALID_PARAMS if no segment could ever hold it, else NO_AVAILABLE_HANDLE with a
         durable eviction request. Orphan puts (refused by the radix put guard): OBJECT_NOT_FOUND
         naming the parent block, unless the key exists."""
-        radix = self.config.enable_radix_tree
+        radix = self.ctx.config.enable_radix_tree
         every = [*puts, *orphans]
-        replies = await self.run_sharded_items(
-            "put_precheck",
+        replies = await put_precheck(
+            self.ctx,
             [
-                (p.shard, [p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen])
+                Precheck(p.shard, p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen)
                 for p in every
             ],
-            [self.config.put_start_discard_timeout_ms],
         )
         need_evict = False
-        for n, (p, (hit, adopted)) in enumerate(zip(every, replies)):
-            p.adopted = bool(int(adopted))
+        for n, (p, (exists, adopted)) in enumerate(zip(every, replies)):
+            p.adopted = adopted
             maxsize = p.maxsize
-            if n >= len(puts) and not int(hit):
+            if n >= len(puts) and not exists:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_NOT_FOUND,
                     f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored"
                     " (or is itself an orphan: its own parent block is gone);"
                     " refusing an orphan (radix_put_guard)",
                 )
-            elif int(hit):
+            elif exists:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_ALREADY_EXISTS, f"key {p.key}: object already exists"
                 )
@@ -377,7 +360,7 @@ class PutsMixin(AllocationMixin):
                     f"key {p.key}: no segment has {p.size} bytes free",
                 )
         if need_evict:
-            await self.request_eviction("alloc")
+            await lua.evict_request(self.ctx, "alloc")
 
     async def put_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
         [res] = await self.batch_put_end(client_id, [key], replica_type)
@@ -402,26 +385,25 @@ class PutsMixin(AllocationMixin):
     async def _client_step(
         self, script: str, client_id: str, keys: Sequence[str], replica_type: str
     ) -> list[MooncakeError | None]:
-        client = check_str("client_id", client_id, self.config.max_key_length)
+        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
         if replica_type not in ("MEMORY", "memory"):
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}"
             )
         results: list[MooncakeError | None] = [None] * len(keys)
-        items: list[ShardItem] = []
+        checked: list[str] = []
         where: list[int] = []
         for i, key in enumerate(keys):
             try:
-                k = check_key(key, self.config.max_key_length)
+                checked.append(check_key(key, self.ctx.config.max_key_length))
             except MooncakeError as exc:
                 results[i] = exc
                 continue
-            items.append((self.shard_of_key(k), [k, client]))
             where.append(i)
         if script == "put_end":
-            replies = await self.run_sharded_items(script, items)
+            replies = await lua.put_end(self.ctx, checked, client)
         else:
-            replies = await self._run_erase(script, items)
+            replies = await self.finish_erase(await lua.put_revoke(self.ctx, checked, client))
         for i, r in zip(where, replies):
-            results[i] = _err(r)
+            results[i] = r.error()
         return results

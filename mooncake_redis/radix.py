@@ -11,17 +11,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .context import Context
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
+from .lua_calls.radix import (
+    Link,
+    Register,
+    Unlink,
+    parse_node,
+    radix_get,
+    radix_link,
+    radix_register,
+    radix_unlink,
+    radix_unregister,
+)
 from .prefix import check_key, check_str
-from .service_base import ServiceBase, ShardItem
+from .records import _s
 from .types import RadixNode, RegisterItem, SubtreeResult
 
-__all__ = ["Continuation", "RadixMixin", "RadixNode", "RegisterItem", "SubtreeResult", "parse_node"]
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+__all__ = ["Continuation", "RadixIndex", "RadixNode", "RegisterItem", "SubtreeResult", "parse_node"]
 
 
 Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generation
@@ -34,29 +42,15 @@ def _cycle_msg(it: RegisterItem) -> str:
     )
 
 
-def parse_node(prefix_hash: str, raw: Sequence[Any]) -> RadixNode | None:
-    if not raw:
-        return None
-    parent, _ps, gen, created, score, hits, keys, children = raw
-    flat = [_s(c) for c in children]
-    gens = {flat[i]: int(float(flat[i + 1])) for i in range(0, len(flat), 2)}
-    return RadixNode(
-        prefix_hash=prefix_hash,
-        parent_prefix_hash=_s(parent),
-        keys=sorted(_s(k) for k in keys),
-        children=list(gens),
-        created_ms=int(_s(created)),
-        score=float(_s(score)),
-        hits=int(_s(hits)),
-        link_generation=int(float(_s(gen))),
-        child_generations=gens,
-    )
+class RadixIndex:
+    """The radix index part: everything else links and unlinks through it."""
 
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
 
-class RadixMixin(ServiceBase):
     # -- validation -------------------------------------------------------------------------
     def _check_register(self, prefix_hash: Any, parent: Any, keys: Any) -> RegisterItem:
-        limit = self.config.max_key_length
+        limit = self.ctx.config.max_key_length
         h = check_str("prefix_hash", prefix_hash, limit)
         p = check_str("parent_prefix_hash", parent, limit, allow_empty=True)
         if p == h:
@@ -68,10 +62,10 @@ class RadixMixin(ServiceBase):
         checked = []
         for i, key in enumerate(keys):
             k = check_key(key, limit, f"keys[{i}]")
-            if self.prefix_of(k) != h:
+            if self.ctx.prefix_of(k) != h:
                 raise MooncakeError(
                     ErrorCode.INVALID_PARAMS,
-                    f"keys[{i}]: key {k!r} belongs to prefix {self.prefix_of(k)!r}, not {h!r}",
+                    f"keys[{i}]: key {k!r} belongs to prefix {self.ctx.prefix_of(k)!r}, not {h!r}",
                 )
             checked.append(k)
         return RegisterItem(h, p, list(dict.fromkeys(checked)))
@@ -117,22 +111,12 @@ class RadixMixin(ServiceBase):
         )
         gens = [gen for gen, _, _ in links]
         rooted = {it.parent_prefix_hash for (_, it), (_, _, r) in zip(valid, links) if r}
-        await self.checkpoint("register:linked")
+        await self.ctx.checkpoint("register:linked")
 
-        def reg_item(it: RegisterItem, gen: int, checked: int) -> ShardItem:
-            pshard = self.keys.shard_of(it.parent_prefix_hash) if it.parent_prefix_hash else -1
-            return (
-                self.keys.shard_of(it.prefix_hash),
-                [
-                    it.prefix_hash,
-                    it.parent_prefix_hash,
-                    pshard,
-                    gen,
-                    checked,
-                    len(it.keys),
-                    *it.keys,
-                ],
-            )
+        def reg_item(it: RegisterItem, gen: int, checked: int) -> Register:
+            p = it.parent_prefix_hash
+            pshard = self.ctx.keys.shard_of(p) if p else -1
+            return Register(it.prefix_hash, p, pshard, gen, bool(checked), it.keys)
 
         # Items that will be roots with children when registered (a chain registered in one
         # batch) are checked before, in batch order; the rest answers CHECK_CYCLE if needed.
@@ -145,42 +129,40 @@ class RadixMixin(ServiceBase):
         refused: dict[int, bool] = {}
         if pre:
             pairs = [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in pre]
-            for j, bad in zip(pre, await check_links(self, pairs, rooted)):
+            for j, bad in zip(pre, await check_links(self.ctx, pairs, rooted)):
                 refused[j] = bad
                 checked[j] = 1
         send = [j for j in range(len(valid)) if not refused.get(j)]
-        replies: list[Any] = [[int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
-                              if refused.get(j) else None for j in range(len(valid))]  # fmt: skip
-        for j, r in zip(
-            send,
-            await self.run_sharded_items(
-                "radix_register", [reg_item(valid[j][1], gens[j], checked[j]) for j in send]
-            ),
-        ):
+        replies: list[tuple[int, str]] = [
+            (int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])) if refused.get(j) else (0, "")
+            for j in range(len(valid))
+        ]
+        sent = [reg_item(valid[j][1], gens[j], checked[j]) for j in send]
+        for j, r in zip(send, await radix_register(self.ctx, sent)):
             replies[j] = r
         # A node that exists without a parent and has children gets its parent only when the
         # node is not that parent's root (cycles.py), checked in batch order so that two items
         # of one batch cannot close a cycle between them; the rest is sent again as checked.
-        again = [j for j, r in enumerate(replies) if int(r[0]) == CHECK_CYCLE]
+        again = [j for j, (code, _) in enumerate(replies) if code == CHECK_CYCLE]
         if again:
             cycles = await check_links(
-                self, [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in again]
+                self.ctx, [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in again]
             )
             for j, bad in zip(again, cycles):
                 if bad:
-                    replies[j] = [int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])]
+                    replies[j] = (int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1]))
             resend = [j for j, bad in zip(again, cycles) if not bad]
-            fresh = await self.run_sharded_items(
-                "radix_register", [reg_item(valid[j][1], gens[j], 1) for j in resend]
+            fresh = await radix_register(
+                self.ctx, [reg_item(valid[j][1], gens[j], 1) for j in resend]
             )
             for j, r in zip(resend, fresh):
                 replies[j] = r
         undo: list[Continuation] = []
         for (i, it), gen, (code, msg) in zip(valid, gens, replies):
-            if int(code) != 0:
-                results[i] = MooncakeError(int(code), _s(msg))
+            if code != 0:
+                results[i] = MooncakeError(code, msg)
                 if it.parent_prefix_hash:
-                    pshard = self.keys.shard_of(it.parent_prefix_hash)
+                    pshard = self.ctx.keys.shard_of(it.parent_prefix_hash)
                     undo.append((it.parent_prefix_hash, pshard, it.prefix_hash, str(gen)))
         if undo:  # the edge made for a refused child: drop it (generation-checked)
             await self.finish_unlinks(undo)
@@ -194,35 +176,29 @@ class RadixMixin(ServiceBase):
         todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
         if not todo:
             return out
-        replies = await self.run_sharded_items(
-            "radix_link", [(self.keys.shard_of(p), [p, c]) for _, p, c in todo]
-        )
-        for (i, _, _), (gen, stored, rooted) in zip(todo, replies):
-            out[i] = (int(gen), bool(int(stored)), bool(int(rooted)))
+        replies = await radix_link(self.ctx, [Link(p, c) for _, p, c in todo])
+        for (i, _, _), reply in zip(todo, replies):
+            out[i] = (reply.generation, reply.parent_stored, reply.parent_rooted)
         return out
 
     # -- unregister (child-first) with cascade -----------------------------------------------
     async def unregister_radix_tree_keys(self, keys: Iterable[str]) -> int:
         """Removes keys from the index; empty nodes go, and upward every empty shell."""
-        items: list[ShardItem] = []
+        pairs: list[tuple[str, str]] = []
         for i, key in enumerate(keys):
-            k = check_key(key, self.config.max_key_length, f"keys[{i}]")
-            h = self.prefix_of(k)
-            items.append((self.keys.shard_of(h), [h, k]))
-        removed, conts = 0, []
-        for _, (count, cs) in await self.run_sharded("radix_unregister", items):
-            removed += int(count)
-            conts.extend(cs)
-        await self.checkpoint("unlink:child_removed")
-        await self.finish_unlinks(conts)
-        return removed
+            k = check_key(key, self.ctx.config.max_key_length, f"keys[{i}]")
+            pairs.append((self.ctx.prefix_of(k), k))
+        done = await radix_unregister(self.ctx, pairs)
+        await self.ctx.checkpoint("unlink:child_removed")
+        await self.finish_unlinks(done.continuations)
+        return done.removed
 
     def _continuation(self, cont: Sequence[Any]) -> Continuation:
         """{node, shard, child, generation or orphan-mark op}; shard -1: computed here (a
         script cannot hash a node to its shard)."""
         p, ps, c, g = (_s(x) for x in cont)
         shard = int(ps)
-        return (p, self.keys.shard_of(p) if shard < 0 else shard, c, g)
+        return (p, self.ctx.keys.shard_of(p) if shard < 0 else shard, c, g)
 
     async def finish_unlinks(self, conts: Sequence[Sequence[Any]]) -> int:
         """Runs parent-side unlink steps (and orphan marks), wave by wave, until the cascade
@@ -231,23 +207,18 @@ class RadixMixin(ServiceBase):
         pending = [self._continuation(c) for c in conts]
         while pending:
             depth += 1
-            items: list[ShardItem] = [(ps, [p, c, g]) for p, ps, c, g in pending]
-            pending = []
-            for _, (_, cs) in await self.run_sharded("radix_unlink", items):
-                pending.extend(self._continuation(c) for c in cs)
+            wave = await radix_unlink(self.ctx, [Unlink(*step) for step in pending])
+            pending = [self._continuation(c) for c in wave.continuations]
             if pending:
-                await self.checkpoint("unlink:cascade_step")
+                await self.ctx.checkpoint("unlink:cascade_step")
         return depth
 
     # -- queries ------------------------------------------------------------------------------
     async def get_nodes(self, hashes: Sequence[str]) -> list[RadixNode | None]:
-        replies = await self.run_sharded_items(
-            "radix_get", [(self.keys.shard_of(h), [h]) for h in hashes]
-        )
-        return [parse_node(h, r) for h, r in zip(hashes, replies)]
+        return await radix_get(self.ctx, hashes)
 
     async def get_keys_by_prefix(self, prefix_hash: str) -> RadixNode:
-        h = check_str("prefix_hash", prefix_hash, self.config.max_key_length)
+        h = check_str("prefix_hash", prefix_hash, self.ctx.config.max_key_length)
         [node] = await self.get_nodes([h])
         if node is None:
             raise MooncakeError(ErrorCode.OBJECT_NOT_FOUND, f"prefix_hash: no node {h}")
@@ -256,7 +227,7 @@ class RadixMixin(ServiceBase):
     async def get_subtree_keys(self, prefix_hash: str, max_depth: int = 16) -> SubtreeResult:
         """Every node and key under a node down to ``max_depth`` (0 = the node alone), one
         script call per tree level and node."""
-        h = check_str("prefix_hash", prefix_hash, self.config.max_key_length)
+        h = check_str("prefix_hash", prefix_hash, self.ctx.config.max_key_length)
         if not isinstance(max_depth, int) or isinstance(max_depth, bool) or max_depth < 0:
             raise MooncakeError(ErrorCode.INVALID_PARAMS, "max_depth: a non-negative integer")
         root = await self.get_keys_by_prefix(h)

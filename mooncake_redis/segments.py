@@ -8,41 +8,70 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from .allocation import AllocationMixin
+from . import lua_calls as lua
+from .allocation import Allocator
+from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .models import PingResponse, Segment, SegmentStats, check_segment
+from .namespace import Namespace
 from .prefix import check_str
-from .records import FreePair, _s, from_u64hex, parse_alloc_record, u64hex
-from .service_base import ShardItem
+from .radix import RadixIndex
+from .records import _s, parse_alloc_record
 
 
-class SegmentsMixin(AllocationMixin):
+@dataclass(frozen=True)
+class Usage:
+    """Allocated bytes and capacity over mounted segments."""
+
+    allocated: int
+    capacity: int
+
+    @property
+    def ratio(self) -> float:
+        return self.allocated / self.capacity if self.capacity else 0.0
+
+
+class Segments:
+    """Segment lifecycle and client pings, over the allocators and the radix index (unmounts
+    unregister what they drop)."""
+
+    def __init__(
+        self, ctx: Context, namespace: Namespace, radix: RadixIndex, allocator: Allocator
+    ) -> None:
+        self.ctx = ctx
+        self.namespace = namespace
+        self.radix = radix
+        self.allocator = allocator
+
     async def mount_segment(self, segment: Segment | Mapping[str, Any], client_id: str) -> None:
         """MountSegment: idempotent (an already mounted segment is left as it is)."""
         seg = check_segment(segment)
-        anchor = self.keys.segment_anchor(seg.id)  # validates the id
-        client = check_str("client_id", client_id, self.config.max_key_length)
-        g = self.keys.global_key
-        code, msg = await self.backend.call(
-            "segment_register",
-            [g("segments"), g("clients"), g("expiring"), g("heartbeat")],
-            [seg.id, client, self.config.heartbeat_gap],
+        self.ctx.keys.segment_anchor(seg.id)  # validates the id
+        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
+        code, msg = await lua.segment_register(self.ctx, seg.id, client)
+        if code != 0:
+            raise MooncakeError(code, f"segment {seg.id}: {msg}")
+        await self.ctx.checkpoint("mount:registered")
+        mounted = await lua.segment_mount(
+            self.ctx,
+            seg.id,
+            name=seg.name,
+            base=seg.base,
+            size=seg.size,
+            te_endpoint=seg.te_endpoint,
+            protocol=seg.protocol,
+            client_id=client,
         )
-        if int(code) != 0:
-            raise MooncakeError(int(code), f"segment {seg.id}: {_s(msg)}")
-        await self.checkpoint("mount:registered")
-        code, msg, owner = await self.backend.call(
-            "segment_mount",
-            [anchor],
-            [seg.name, u64hex(seg.base), u64hex(seg.size), seg.te_endpoint, seg.protocol, client],
-        )
-        self._segments_changed()
-        if int(code) != 0:
-            raise MooncakeError(int(code), f"segment {seg.id}: {_s(msg)}")
-        if _s(owner) != client:  # mounted earlier by another client: keep its registry entry
-            await self.backend.command("HSET", g("segments"), seg.id, _s(owner))
+        self.allocator.segments_changed()
+        if mounted.code != 0:
+            raise MooncakeError(mounted.code, f"segment {seg.id}: {mounted.message}")
+        if mounted.owner != client:  # mounted earlier by another client: keep its registry entry
+            await self.ctx.backend.command(
+                "HSET", self.ctx.keys.global_key("segments"), seg.id, mounted.owner
+            )
 
     async def remount_segment(
         self, segments: Sequence[Segment | Mapping[str, Any]], client_id: str
@@ -50,10 +79,10 @@ class SegmentsMixin(AllocationMixin):
         """ReMountSegment: mounts each (idempotently), e.g. after Ping said NEED_REMOUNT.
         Every segment and the client id are checked before anything is written, so a rejected
         call changes nothing."""
-        check_str("client_id", client_id, self.config.max_key_length)
+        check_str("client_id", client_id, self.ctx.config.max_key_length)
         checked = [check_segment(s) for s in segments]
         for seg in checked:
-            self.keys.segment_anchor(seg.id)  # raises INVALID_PARAMS for a bad id
+            self.ctx.keys.segment_anchor(seg.id)  # raises INVALID_PARAMS for a bad id
         await asyncio.gather(*(self.mount_segment(s, client_id) for s in checked))
 
     async def unmount_segment(self, segment_id: str, client_id: str = "") -> None:
@@ -61,93 +90,66 @@ class SegmentsMixin(AllocationMixin):
         erased and unregistered). An unknown segment is OK. Mooncake lets any caller unmount any
         segment; with ``unmount_check_owner`` only the client that mounted it may
         (ILLEGAL_CLIENT otherwise, including an empty client id)."""
-        check = self.config.unmount_check_owner
+        check = self.ctx.config.unmount_check_owner
         if check:  # an empty id is refused by the owner check itself
-            check_str("client_id", client_id, self.config.max_key_length, allow_empty=True)
-        await self._unmount(segment_id, client_id, check)
+            check_str("client_id", client_id, self.ctx.config.max_key_length, allow_empty=True)
+        await self.unmount(segment_id, client_id, check)
 
-    async def _unmount(self, segment_id: str, client_id: str = "", check: bool = False) -> None:
-        anchor = self.keys.segment_anchor(segment_id)
-        found, owner = await self.backend.call(
-            "segment_unmount_begin", [anchor], [client_id, 1 if check else 0]
-        )
-        self._segments_changed()
-        if int(found) == 2:
+    async def unmount(self, segment_id: str, client_id: str = "", check: bool = False) -> None:
+        begun = await lua.segment_unmount_begin(self.ctx, segment_id, client_id, check)
+        self.allocator.segments_changed()
+        if begun.state == lua.REFUSED:
             raise MooncakeError(
                 ErrorCode.ILLEGAL_CLIENT,
                 f"client_id: segment {segment_id} was mounted by another client",
             )
-        if int(found) == 0:
-            await self.backend.call(
-                "segment_deregister", [self.keys.global_key("segments")], [segment_id, ""]
-            )
+        if begun.state == lua.UNKNOWN:
+            await lua.segment_deregister(self.ctx, segment_id)
             return
-        await self.checkpoint("unmount:begun")
-        await self._finish_unmount(segment_id, _s(owner))
+        await self.ctx.checkpoint("unmount:begun")
+        await self.finish_unmount(segment_id, begun.owner)
 
-    async def _finish_unmount(self, segment_id: str, owner: str) -> None:
-        alloc_key = self.keys.segment_key(segment_id, "alloc")
+    async def finish_unmount(self, segment_id: str, owner: str) -> None:
+        alloc_key = self.ctx.keys.segment_key(segment_id, "alloc")
         cursor: Any = 0
         while True:
-            cursor, data = await self.backend.client.hscan(
-                alloc_key, cursor, count=self.config.script_batch_size
+            cursor, data = await self.ctx.backend.command(
+                "HSCAN", alloc_key, cursor, "COUNT", self.ctx.config.script_batch_size
             )
-            items: list[ShardItem] = []
+            refs: list[lua.AllocRef] = []
             for off, rec in data.items():
                 _, pid, _, key = parse_alloc_record(_s(rec))
-                items.append((self.shard_of_key(key), [key, segment_id, _s(off), pid]))
-            conts: list[Any] = []
-            frees: list[FreePair] = []
-            for _, (_d, _e, cs, fs) in await self.run_sharded("segment_drop", items):
-                conts.extend(cs)
-                frees.extend((int(sh), _s(e)) for sh, e in fs)
-            await self.finish_unlinks(conts)
-            await self.apply_frees(frees)
+                refs.append(lua.AllocRef(key, segment_id, _s(off), pid))
+            dropped = await lua.segment_drop(self.ctx, refs)
+            await self.radix.finish_unlinks(dropped.continuations)
+            await self.allocator.apply_frees(dropped.frees)
             if int(cursor) == 0:
                 break
-        await self.checkpoint("unmount:dropped")
-        await self.backend.call("segment_unmount_end", [self.keys.segment_anchor(segment_id)], [])
-        await self.backend.call(
-            "segment_deregister", [self.keys.global_key("segments")], [segment_id, owner]
-        )
-        self._segments_changed()
+        await self.ctx.checkpoint("unmount:dropped")
+        await lua.segment_unmount_end(self.ctx, segment_id)
+        await lua.segment_deregister(self.ctx, segment_id, owner)
+        self.allocator.segments_changed()
 
     async def segment_stats(self, segment_ids: Sequence[str] | None = None) -> list[SegmentStats]:
         """Per registered segment: size, allocated bytes (cheap to sum for the used ratio)."""
-        ids = list(segment_ids) if segment_ids is not None else await self._segment_ids(True)
-        out: dict[str, SegmentStats] = {}
-        for part, reply in await self._segment_groups("segment_info", [(s, []) for s in ids]):
-            for j, row in zip(part, reply):
-                if not row:
-                    continue
-                f = [None if x is None else _s(x) for x in row]
-                out[ids[j]] = SegmentStats(
-                    id=ids[j],
-                    name=f[0] or "",
-                    client_id=f[5] or "",
-                    size=from_u64hex(f[2] or "0"),
-                    allocated=from_u64hex(f[6] or "0"),
-                    mounted=f[7] == "1",
-                    allocations=int(f[8] or 0),
-                    pending=int(f[9] or 0),
-                )
-        return [out[s] for s in ids if s in out]
+        ids = (
+            list(segment_ids) if segment_ids is not None else await self.allocator.segment_ids(True)
+        )
+        return [st for st in await lua.segment_info(self.ctx, ids) if st is not None]
+
+    async def usage(self) -> Usage:
+        """Allocated bytes and capacity over the mounted segments (the one used ratio)."""
+        stats = [s for s in await self.segment_stats() if s.mounted]
+        return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats))
 
     async def used_ratio(self) -> float:
-        stats = [s for s in await self.segment_stats() if s.mounted]
-        cap = sum(s.size for s in stats)
-        return sum(s.allocated for s in stats) / cap if cap else 0.0
+        return (await self.usage()).ratio
 
     # ------------------------------------------------------------------ clients
     async def ping(self, client_id: str) -> PingResponse:
         """Ping: OK for a known client (its clock is refreshed, however long it was silent: only
         the janitor expires, from heard time), NEED_REMOUNT for an unknown or expired one."""
-        client = check_str("client_id", client_id, self.config.max_key_length)
-        g = self.keys.global_key
-        view, status, *recorded = await self.backend.call(
-            "client_ping",
-            [g("clients"), g("meta"), g("heartbeat")],
-            [client, *self.meta_argv(), self.config.heartbeat_gap],
-        )
-        self.compare_meta(recorded)
-        return PingResponse(int(_s(view)), _s(status))
+        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
+        reply = await lua.client_ping(self.ctx, client, self.namespace.meta())
+        self.namespace.compare(reply.recorded)
+        return PingResponse(reply.view_version, reply.status)

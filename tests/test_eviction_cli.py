@@ -10,7 +10,7 @@ import pytest
 
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
 from mooncake_redis.cli import main
-from mooncake_redis.eviction import get_policy
+from mooncake_redis.eviction.policy import get_policy
 from tests.eviction_helpers import OBJ, chain, put_blocks, seg
 
 

@@ -117,7 +117,7 @@ async def test_bad_input_changes_nothing(make_service: Any) -> None:
         assert code(e) == ErrorCode.INVALID_PARAMS, (base, size)
     [st] = await svc.segment_stats()
     assert st.allocated == 0 and st.allocations == 0
-    assert await svc._all_object_keys() == []
+    assert await svc.objects.all_object_keys() == []
     await assert_clean(svc)
 
 
@@ -296,7 +296,7 @@ async def test_remove_by_regex_and_all(make_service: Any) -> None:
     assert await svc.exist_key("model/0")
     assert await svc.remove_by_regex(r"^model/", force=True) == 1
     assert await svc.remove_all(force=True) == 1  # other/1; the processing put stays
-    assert await svc._all_object_keys() == ["model/processing"]
+    assert await svc.objects.all_object_keys() == ["model/processing"]
     await assert_clean(svc)
 
 
@@ -366,7 +366,7 @@ async def test_unmount_vetoes_uncommitted_reservation(make_service: Any) -> None
     with pytest.raises(MooncakeError) as e:
         await svc.put_start(C, "k", [100])
     assert code(e) == ErrorCode.SEGMENT_NOT_FOUND
-    assert await svc._all_object_keys() == []
+    assert await svc.objects.all_object_keys() == []
     await assert_clean(svc)
 
 

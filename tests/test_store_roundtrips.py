@@ -51,7 +51,7 @@ async def test_round_trips(make_service: Any, backend_url: str) -> None:
         await svc.mount_segment(Segment(f"s{i}", f"s{i}", (i + 1) << 40, 64 << 20), C)
     await svc.backend.load_scripts()  # EVALSHA hits, as on a warm worker
     cnt = Counter(svc)
-    await svc._segment_ids()  # warm the registry cache (refreshed every 0.5 s)
+    await svc.allocator.segment_ids()  # warm the registry cache (refreshed every 0.5 s)
     rows: dict[str, tuple[int, int]] = {}
     rows["put_start"] = await cnt.measure(lambda: svc.put_start(C, "k1", [4096]))
     rows["put_start (radix parent)"] = await cnt.measure(
@@ -62,7 +62,7 @@ async def test_round_trips(make_service: Any, backend_url: str) -> None:
     rows["exist_key"] = await cnt.measure(lambda: svc.exist_key("k1"))
     rows["remove (force)"] = await cnt.measure(lambda: svc.remove("k1", force=True))
     keys = [f"{h(i)}_0_k" for i in range(100, 228)]
-    await svc._segment_ids()
+    await svc.allocator.segment_ids()
     rows["batch_put_start x128"] = await cnt.measure(
         lambda: svc.batch_put_start(C, keys, [[4096]] * 128)
     )

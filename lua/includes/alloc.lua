@@ -8,6 +8,8 @@
 -- lowest offset among equals). O(log n) per call. alloc HASH: offset -> "len|put id|ms|owner
 -- key" (the owner key last: it may contain '|'). pending ZSET: offset -> alloc ms, allocations
 -- not yet confirmed by the janitor. info.allocated = sum of the lengths in alloc (a u64).
+--!include common.lua
+--!include u64.lua
 
 -- "len|pid|ms|owner" -> len (u64), pid, ms (number), owner
 local function alloc_parse(rec)
@@ -71,8 +73,8 @@ local function alloc_take(stag, size, owner, pid, now)
   end
   redis.call('HSET', K.alloc(stag), off, size .. '|' .. pid .. '|' .. string.format('%d', now) .. '|' .. owner)
   redis.call('ZADD', K.pending(stag), now, off)
-  local allocated = redis.call('HGET', K.info(stag), 'allocated') or U64_ZERO
-  redis.call('HSET', K.info(stag), 'allocated', u64_add(allocated, size))
+  local allocated = redis.call('HGET', K.info(stag), F.info.allocated) or U64_ZERO
+  redis.call('HSET', K.info(stag), F.info.allocated, u64_add(allocated, size))
   return off
 end
 
@@ -93,8 +95,8 @@ local function alloc_release(stag, off, pid)
   end
   redis.call('HDEL', K.alloc(stag), off)
   redis.call('ZREM', K.pending(stag), off)
-  local allocated = redis.call('HGET', K.info(stag), 'allocated') or U64_ZERO
-  redis.call('HSET', K.info(stag), 'allocated', u64_sub(allocated, len) or U64_ZERO)
+  local allocated = redis.call('HGET', K.info(stag), F.info.allocated) or U64_ZERO
+  redis.call('HSET', K.info(stag), F.info.allocated, u64_sub(allocated, len) or U64_ZERO)
   alloc_insert_free(stag, off, len)
   return len
 end

@@ -1,5 +1,8 @@
 -- Shared helpers: the Redis clock and a cursor over ARGV for batch scripts.
--- Needs: keys.lua, errors.lua (included before this file by every script).
+-- Includes keys.lua, errors.lua and fields.lua, so every script that includes this has K, E, F.
+--!include keys.lua
+--!include errors.lua
+--!include fields.lua
 
 -- Redis's clock in milliseconds: the same on every worker (leases mean one thing).
 local function now_ms()

@@ -1,11 +1,12 @@
--- Eviction helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
--- u64.lua, radix.lua, store.lua (included before this file).
+-- Eviction helpers inside ONE object shard (tag). Includes store.lua (and so everything it
+-- includes).
 --
 -- Fencing: the evictor lease lives in the global tag, which a shard script cannot read on a
 -- cluster. So every writing eviction script gets (epoch, lease expiry ms) in ARGV and refuses
 -- when the lease is over by Redis time or when the shard has already seen a newer epoch (field
 -- 'fence' of the shard's stats HASH, raised to the highest epoch that wrote there). A paused
 -- former leader is refused by both.
+--!include store.lua
 
 -- Parses the groups of a batch script into a table first, so that the fence of every shard of
 -- the call is checked before anything is written. Per group: tag, shard, item count, items
@@ -36,15 +37,15 @@ local function evict_fence(groups, epoch, expires, now)
     return false
   end
   for _, g in ipairs(groups) do
-    local f = tonumber(redis.call('HGET', K.stats(g.tag), 'fence')) or 0
+    local f = tonumber(redis.call('HGET', K.stats(g.tag), F.stats.fence)) or 0
     if epoch < f then
       return false
     end
   end
   for _, g in ipairs(groups) do
-    local f = tonumber(redis.call('HGET', K.stats(g.tag), 'fence')) or 0
+    local f = tonumber(redis.call('HGET', K.stats(g.tag), F.stats.fence)) or 0
     if epoch > f then
-      redis.call('HSET', K.stats(g.tag), 'fence', epoch)
+      redis.call('HSET', K.stats(g.tag), F.stats.fence, epoch)
     end
   end
   return true
@@ -65,7 +66,7 @@ end
 -- 'ok' | 'absent' (not stored) | 'hard' (hard pinned) | 'lease' (lease not expired) |
 -- 'busy' (a replica not COMPLETE); soft = soft pin active.
 local function evict_object_state(tag, key, now)
-  local f = redis.call('HMGET', K.obj(tag, key), 'pid', 'r', 'l', 'sp', 'hp')
+  local f = redis.call('HMGET', K.obj(tag, key), F.obj.put_id, F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin)
   if not f[1] then
     return 'absent', '0', false
   end
@@ -111,7 +112,7 @@ end
 
 -- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent, parent shard}.
 local function evict_leaf_row(tag, h, bytes, objs, soft)
-  local f = redis.call('HMGET', K.node(tag, h), 's', 'h', 'p', 'ps')
+  local f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard)
   return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1' }
 end
 
@@ -124,7 +125,7 @@ local function evict_leaf(tag, shard, h, conts, frees)
   local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
   local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
-    local r = redis.call('HGET', K.obj(tag, key), 'r')
+    local r = redis.call('HGET', K.obj(tag, key), F.obj.replicas)
     if r then
       bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r)))
       store_erase(tag, shard, key, conts, frees, nil)

@@ -7,21 +7,22 @@
 -- outage or a restart from AOF (no tick can be written meanwhile) starts a new run, so every
 -- client's clock restarts with it, and a client is never expired for a silence the service
 -- could not hear.
+--!include common.lua
 
 -- A hearing tick at now; returns since.
 local function hb_hear(hkey, gap, now)
-  local f = redis.call('HMGET', hkey, 'heard', 'since')
+  local f = redis.call('HMGET', hkey, F.heartbeat.heard, F.heartbeat.since)
   local heard, since = tonumber(f[1]), tonumber(f[2])
   if not heard or not since or now - heard > gap or now < heard then
     since = now
   end
-  redis.call('HSET', hkey, 'heard', now, 'since', since)
+  redis.call('HSET', hkey, F.heartbeat.heard, now, F.heartbeat.since, since)
   return since
 end
 
 -- The service hears now (a tick within the gap): returns true and since; else false.
 local function hb_hearing(hkey, gap, now)
-  local f = redis.call('HMGET', hkey, 'heard', 'since')
+  local f = redis.call('HMGET', hkey, F.heartbeat.heard, F.heartbeat.since)
   local heard, since = tonumber(f[1]), tonumber(f[2])
   if not heard or not since or now - heard > gap then
     return false, now

@@ -14,12 +14,13 @@
 -- its children are marked, when it gains one again they are unmarked, by continuations
 -- {child, -1 (the caller computes the shard), '', 'orphan' | 'adopt'}. Eviction takes orphaned
 -- subtrees first; the put guard refuses a child of a marked node.
+--!include common.lua
 
 local function radix_refresh_leaf(tag, h)
   local nk = redis.call('SCARD', K.node_keys(tag, h))
   local nc = redis.call('ZCARD', K.node_children(tag, h))
   if nk > 0 and nc == 0 then
-    local s = redis.call('HGET', K.node(tag, h), 's')
+    local s = redis.call('HGET', K.node(tag, h), F.node.score)
     redis.call('ZADD', K.leaves(tag), tonumber(s) or 0, h)
   else
     redis.call('ZREM', K.leaves(tag), h)
@@ -31,9 +32,9 @@ local function radix_create(tag, h, now)
   if redis.call('EXISTS', nkey) == 1 then
     return false
   end
-  redis.call('HSET', nkey, 'p', '', 'ps', '-1', 'g', '0', 't', now, 's', now, 'h', '0')
+  redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
   redis.call('SADD', K.nodes(tag), h)
-  redis.call('HINCRBY', K.stats(tag), 'nodes', 1)
+  redis.call('HINCRBY', K.stats(tag), F.stats.nodes, 1)
   return true
 end
 
@@ -59,7 +60,7 @@ local function radix_block_stored(tag, h)
     return 0
   end
   for _, k in ipairs(keys) do
-    if redis.call('HGET', K.obj(tag, k), 'st') ~= 'C' then
+    if redis.call('HGET', K.obj(tag, k), F.obj.status) ~= 'C' then
       return 0
     end
   end
@@ -76,7 +77,7 @@ local function radix_needs_cycle_check(tag, h, parent)
   if parent == '' then
     return false
   end
-  local cur = redis.call('HGET', K.node(tag, h), 'p')
+  local cur = redis.call('HGET', K.node(tag, h), F.node.parent)
   return cur == '' and redis.call('ZCARD', K.node_children(tag, h)) > 0
 end
 
@@ -92,7 +93,7 @@ end
 -- not checked it yet (checked ~= 1).
 local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   local nkey = K.node(tag, h)
-  local cur = redis.call('HGET', nkey, 'p')
+  local cur = redis.call('HGET', nkey, F.node.parent)
   if cur and cur ~= '' and parent ~= '' and cur ~= parent then
     return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. cur
   end
@@ -101,14 +102,14 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   end
   radix_create(tag, h, now)
   if parent ~= '' then
-    redis.call('HSET', nkey, 'p', parent, 'ps', pshard, 'g', gen)
+    redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
   end
   local added = 0
   for _, key in ipairs(keys) do
     added = added + redis.call('SADD', K.node_keys(tag, h), key)
   end
   if added > 0 then
-    redis.call('HINCRBY', K.stats(tag), 'rkeys', added)
+    redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, added)
   end
   radix_refresh_leaf(tag, h)
   return E.OK, ''
@@ -178,12 +179,12 @@ local function radix_collapse(tag, shard, h, conts)
       radix_refresh_leaf(tag, h)
       return
     end
-    local f = redis.call('HMGET', nkey, 'p', 'ps', 'g')
+    local f = redis.call('HMGET', nkey, F.node.parent, F.node.parent_shard, F.node.link_gen)
     redis.call('DEL', nkey)
     redis.call('SREM', K.nodes(tag), h)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)
-    redis.call('HINCRBY', K.stats(tag), 'nodes', -1)
+    redis.call('HINCRBY', K.stats(tag), F.stats.nodes, -1)
     local p, ps, g = f[1], tonumber(f[2]), f[3]
     if not p or p == '' then
       return
@@ -206,7 +207,7 @@ local function radix_remove_key(tag, shard, h, key, conts)
   if redis.call('SREM', K.node_keys(tag, h), key) == 0 then
     return 0
   end
-  redis.call('HINCRBY', K.stats(tag), 'rkeys', -1)
+  redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, -1)
   radix_collapse(tag, shard, h, conts)
   return 1
 end
@@ -234,11 +235,11 @@ local function radix_touch(tag, h, lease_timeout)
   if redis.call('EXISTS', nkey) == 0 then
     return
   end
-  local s = tonumber(redis.call('HGET', nkey, 's')) or 0
+  local s = tonumber(redis.call('HGET', nkey, F.node.score)) or 0
   if lease_timeout > s then
     s = lease_timeout
-    redis.call('HSET', nkey, 's', s)
+    redis.call('HSET', nkey, F.node.score, s)
   end
-  redis.call('HINCRBY', nkey, 'h', 1)
+  redis.call('HINCRBY', nkey, F.node.hits, 1)
   redis.call('ZADD', K.leaves(tag), 'XX', s, h)
 end

@@ -1,5 +1,5 @@
--- Object store helpers inside ONE object shard (tag). Needs keys.lua, errors.lua, common.lua,
--- u64.lua, radix.lua (included before this file).
+-- Object store helpers inside ONE object shard (tag). Includes what it needs (below).
+-- Field names: F.obj (fields.lua, from keys.HASH_FIELDS); the short names stored:
 --
 -- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
 -- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
@@ -9,6 +9,9 @@
 -- A buffer free is the string "segment id|offset|put id"; it goes to the shard outbox (applied
 -- by outbox drains, idempotently) or, for a discarded stale put, to the discarded ZSET with its
 -- release time (moved to the outbox by the janitor once due).
+--!include common.lua
+--!include u64.lua
+--!include radix.lua
 
 local function store_free_entry(rep, pid)
   return rep.seg .. '|' .. rep.off .. '|' .. pid
@@ -51,7 +54,7 @@ end
 -- Returns false when the object does not exist.
 local function store_erase(tag, shard, key, conts, frees, release_at)
   local okey = K.obj(tag, key)
-  local f = redis.call('HMGET', okey, 'r', 'sz', 'pid', 'rad', 'pfx')
+  local f = redis.call('HMGET', okey, F.obj.replicas, F.obj.size, F.obj.put_id, F.obj.radix, F.obj.prefix)
   if not f[3] then
     return false
   end
@@ -70,7 +73,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   redis.call('SREM', K.objects(tag), key)
   redis.call('ZREM', K.lru(tag), key)
   redis.call('ZREM', K.processing(tag), key)
-  redis.call('HINCRBY', K.stats(tag), 'objects', -1)
+  redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)
   dec_hincr(K.stats(tag), 'bytes', f[2] or '0', true)
   if f[4] == '1' then
     radix_remove_key(tag, shard, f[5], key, conts)
@@ -84,9 +87,9 @@ end
 local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
   local okey = K.obj(tag, key)
   local lease = math.max(tonumber(f[1]) or 0, now + ttl)
-  redis.call('HSET', okey, 'l', lease)
+  redis.call('HSET', okey, F.obj.lease_ms, lease)
   if f[2] then
-    redis.call('HSET', okey, 'sp', math.max(tonumber(f[2]) or 0, now + soft_ttl))
+    redis.call('HSET', okey, F.obj.soft_pin_ms, math.max(tonumber(f[2]) or 0, now + soft_ttl))
   end
   if f[3] ~= '1' then
     redis.call('ZADD', K.lru(tag), lease, key)
@@ -104,12 +107,12 @@ local function store_adopt_edge(tag, h, parent, gen)
   if parent == '' or tonumber(gen) == 0 then
     return 0
   end
-  local f = redis.call('HMGET', K.node(tag, h), 'p', 'g')
+  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.link_gen)
   if f[1] ~= parent then
     return 0
   end
   if tonumber(gen) > (tonumber(f[2]) or 0) then
-    redis.call('HSET', K.node(tag, h), 'g', gen)
+    redis.call('HSET', K.node(tag, h), F.node.link_gen, gen)
   end
   return 1
 end

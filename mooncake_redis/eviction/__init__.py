@@ -1,27 +1,14 @@
 """Eviction: radix-aware leaf-first eviction, Mooncake's BatchEvict, one coordinator.
 
 - :mod:`.policy`: leaf scores (``lru``, ``lru-freq``);
+- :mod:`.goal`: what a pass works with (``EvictionDeps``) and when it may stop (``Goal``);
 - :mod:`.radix_evict`: the radix pass (RFC section 3, no depth limit);
+- :mod:`.orphans`: orphaned subtrees first; :mod:`.leaf_write`: the shared leaf write step;
 - :mod:`.batch_evict`: Mooncake's BatchEvict (radix disabled, and the no-tree fallback);
 - :mod:`.coordinator`: the evictor lease with a fencing epoch, the evictor/janitor loop;
-- :mod:`.mixin`: ``EvictionMixin`` (``evict_once``, ``usage``, ``eviction_coordinator``);
+- :mod:`.passes`: ``Eviction``, the part of the service (``evict_once``, the coordinator);
 - :mod:`.commands`: ``mooncake-redis evictor``; :mod:`.bench`: ``bench-eviction``.
+
+Nothing is imported here: the service's context imports :mod:`.metrics`, so this package's
+``__init__`` must not pull in the parts that import the context.
 """
-
-from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
-from .metrics import EvictionMetrics, EvictionResult
-from .mixin import EvictionMixin, Usage
-from .policy import LeafPolicy, LruFreqPolicy, get_policy
-
-__all__ = [
-    "EvictionCoordinator",
-    "EvictionMetrics",
-    "EvictionMixin",
-    "EvictionResult",
-    "EvictorLease",
-    "LeafPolicy",
-    "LeaseLost",
-    "LruFreqPolicy",
-    "Usage",
-    "get_policy",
-]

@@ -27,19 +27,14 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import lua_calls as lua
 from .coordinator import EvictorLease, LeaseLost
+from .goal import EvictionDeps
 from .metrics import EvictionResult
 
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin
-
 INF = "+inf"
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def ratios(used: float, high_watermark: float, eviction_ratio: float) -> tuple[float, float]:
@@ -67,7 +62,7 @@ class _Cursor:
 
 @dataclass
 class BatchEvictor:
-    svc: EvictionMixin
+    deps: EvictionDeps
     lease: EvictorLease
     result: EvictionResult
     no_tree: bool = False
@@ -85,92 +80,79 @@ class BatchEvictor:
         self, shards: list[int], cursors: dict[int, _Cursor], want: int, max_lease: str, limit: int
     ) -> dict[int, list[_Entry]]:
         """Reads the next eligible entries of each shard (one call per node); moves cursors."""
-        items = [(sh, [cursors[sh].score, cursors[sh].member, want, max_lease]) for sh in shards]
         out: dict[int, list[_Entry]] = {sh: [] for sh in shards}
-        calls = await self.svc.run_sharded(
-            "evict_objects_scan", items, [limit, 1 if self.no_tree else 0]
+        ncalls, windows = await lua.evict_objects_scan(
+            self.deps.ctx,
+            [(sh, cursors[sh].score, cursors[sh].member) for sh in shards],
+            want=want,
+            max_lease=max_lease,
+            limit=limit,
+            no_tree=self.no_tree,
         )
-        self.scans += len(calls)
-        self.result.candidate_reads += len(calls)
-        for idx, (_now, groups) in calls:
-            for i, (rows, cs, cm, exhausted, sk_tree, sk_busy) in zip(idx, groups):
-                sh = shards[i]
-                c = cursors[sh]
-                c.score, c.member, c.exhausted = _s(cs), _s(cm), bool(int(exhausted))
-                self.result.skip("tree", int(sk_tree))
-                self.result.skip("busy", int(sk_busy))
-                for j in range(0, len(rows), 4):
-                    out[sh].append(
-                        _Entry(
-                            _s(rows[j]),
-                            int(float(_s(rows[j + 1]))),
-                            bool(int(rows[j + 2])),
-                            int(rows[j + 3]),
-                            sh,
-                        )
-                    )
+        self.scans += ncalls
+        self.result.candidate_reads += ncalls
+        for w in windows:
+            c = cursors[w.shard]
+            c.score, c.member, c.exhausted = w.score, w.member, w.exhausted
+            for reason, n in w.skipped.items():
+                self.result.skip(reason, n)
+            out[w.shard].extend(
+                _Entry(r.key, r.lease_ms, r.soft, r.nbytes, w.shard) for r in w.rows
+            )
         return out
 
     async def _evict(self, entries: list[_Entry], allow_soft: bool) -> int:
         """Fenced erase of chosen objects, then unlinks and frees. Returns objects evicted."""
         if not entries:
             return 0
-        await self.svc.checkpoint("evict:chosen")
+        await self.deps.ctx.checkpoint("evict:chosen")
         await self.lease.ensure()
-        items = [(e.shard, [e.key]) for e in entries]
-        calls = await self.svc.run_sharded(
-            "evict_keys",
-            items,
-            [*self.lease.head(), 1 if allow_soft else 0, 1 if self.no_tree else 0],
+        calls = await lua.evict_keys(
+            self.deps.ctx,
+            self.lease.head(),
+            [(e.shard, e.key) for e in entries],
+            allow_soft=allow_soft,
+            no_tree=self.no_tree,
         )
         done = 0
         conts: list[Any] = []
         frees: list[tuple[int, str]] = []
         fenced = False
-        for idx, reply in calls:
+        for call in calls:
             self.result.batches += 1
-            if int(reply[0]) == 0:
+            if call.fenced:
                 fenced = True
                 continue
-            _, rows, cs, fs, _now = reply
-            for i, (status, nbytes) in zip(idx, rows):
-                st = _s(status)
+            for i, (st, nbytes) in call.rows:
                 if st == "ok":
                     e = entries[i]
                     done += 1
                     self.result.evicted_keys.append(e.key)
-                    self.result.bytes += int(nbytes)
+                    self.result.bytes += nbytes
                     if e.soft:
                         self.result.soft_pinned_objects += 1
                 else:
                     self.result.skip(st if st in self.result.skipped else "gone")
-            conts.extend(cs)
-            frees.extend((int(sh), _s(en)) for sh, en in fs)
-        await self.svc.finish_unlinks(conts)
-        await self.svc.apply_frees(frees)
+            conts.extend(call.continuations)
+            frees.extend(call.frees)
+        await self.deps.radix.finish_unlinks(conts)
+        await self.deps.allocator.apply_frees(frees)
         self.result.evicted_objects += done
         if self.no_tree:
             self.result.fallback_objects += done
         self.evicted += done
         if fenced:
-            self.svc.eviction_metrics.fenced += 1
+            self.deps.ctx.metrics.fenced += 1
             raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
         return done
 
     async def _counts(self) -> dict[int, int]:
-        shards = list(range(self.svc.keys.num_shards))
-        out: dict[int, int] = {}
-        for idx, (_now, groups) in await self.svc.run_sharded(
-            "evict_counts", [(sh, []) for sh in shards]
-        ):
-            for i, (objects, _expired) in zip(idx, groups):
-                out[shards[i]] = int(objects)
-        return out
+        return await lua.evict_counts(self.deps.ctx)
 
     # -- the algorithm -----------------------------------------------------------------------
     async def run(self, target: float, lowerbound: float) -> int:
         """One BatchEvict(target, lowerbound). Returns the objects evicted."""
-        cfg = self.svc.config
+        cfg = self.deps.ctx.config
         n = cfg.num_shards
         batch = cfg.script_batch_size
         counts = await self._counts()
@@ -221,8 +203,8 @@ class BatchEvictor:
     async def _merge_oldest(self, want: int) -> tuple[list[_Entry], list[_Entry]]:
         """The ``want`` oldest not-soft-pinned eligible objects across all shards, in lease
         order; and, when there are fewer, every soft-pinned one seen (all of them)."""
-        n = self.svc.config.num_shards
-        k = max(8, min(self.svc.config.script_batch_size, 2 * math.ceil(want / n) + 4))
+        n = self.deps.ctx.config.num_shards
+        k = max(8, min(self.deps.ctx.config.script_batch_size, 2 * math.ceil(want / n) + 4))
         cursors = {sh: _Cursor() for sh in range(n)}
         heap: list[tuple[int, int, int, _Entry]] = []
         pending = dict.fromkeys(range(n), 0)

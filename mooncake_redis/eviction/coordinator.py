@@ -20,14 +20,15 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from .. import lua_calls as lua
+from ..context import Context
 from ..errors import ErrorCode, MooncakeError
+from ..janitor import Janitor
 from ..outage import FailureLog
-
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin
+from .metrics import EvictionResult
 
 log = logging.getLogger("mooncake_redis.eviction")
 
@@ -39,46 +40,27 @@ class LeaseLost(MooncakeError):
         super().__init__(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS, message)
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def default_holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-@dataclass
-class LeaseState:
-    granted: bool
-    epoch: int
-    expires_ms: int
-    holder: str
-    now_ms: int
-    flag: str  # the evict_needed flag ('' = not set)
+LeaseState = lua.LeaseReply  # the lease as evictor_lease.lua answers it
 
 
 class EvictorLease:
     """This process's view of the evictor lease."""
 
-    def __init__(self, service: EvictionMixin, holder: str | None = None, ttl_ms: int = 0):
-        self.service = service
+    def __init__(self, ctx: Context, holder: str | None = None, ttl_ms: int = 0) -> None:
+        self.ctx = ctx
         self.holder = holder or default_holder_id()
-        self.ttl_ms = ttl_ms or service.config.evictor_lease_ttl_ms
+        self.ttl_ms = ttl_ms or ctx.config.evictor_lease_ttl_ms
         self.epoch = 0
         self.expires_ms = 0
         self._deadline = 0.0  # local monotonic time at which the lease ends (conservative)
         self.flag = ""
 
-    async def _call(self, op: str, extra: list[Any] | None = None) -> LeaseState:
-        g = self.service.keys.global_key
-        granted, epoch, expires, holder, now, flag = await self.service.backend.call(
-            "evictor_lease",
-            [g("evictor"), g("evict_needed")],
-            [op, self.holder, self.ttl_ms, *(extra or [])],
-        )
-        return LeaseState(
-            bool(int(granted)), int(epoch), int(expires), _s(holder), int(now), _s(flag)
-        )
+    async def _call(self, op: str, epoch: int = 0, flag: str = "") -> LeaseState:
+        return await lua.evictor_lease(self.ctx, op, self.holder, self.ttl_ms, epoch, flag)
 
     async def acquire(self) -> bool:
         """Take or renew the lease. False when another live holder has it."""
@@ -93,15 +75,14 @@ class EvictorLease:
         # Counted from before the call: the lease may have started that early.
         self._deadline = t0 + (st.expires_ms - st.now_ms) / 1000.0
         if new:
-            self.service.eviction_metrics.lease_acquired += 1
+            self.ctx.metrics.lease_acquired += 1
             log.info("evictor lease acquired by %s, epoch %d", self.holder, st.epoch)
             await self._raise_fences()
         return True
 
     async def _raise_fences(self) -> None:
         """A new epoch fences every shard before acting: no older epoch writes afterwards."""
-        shards = range(self.service.keys.num_shards)
-        await self.service.run_sharded("evict_fence", [(sh, []) for sh in shards], [self.epoch])
+        await lua.evict_fence(self.ctx, self.epoch)
 
     @property
     def held(self) -> bool:
@@ -119,24 +100,24 @@ class EvictorLease:
 
     def lost(self) -> None:
         self._deadline = 0.0
-        self.service.eviction_metrics.lease_lost += 1
+        self.ctx.metrics.lease_lost += 1
         raise LeaseLost(f"evictor lease of {self.holder} (epoch {self.epoch}) is over")
 
-    def head(self) -> list[int]:
-        """ARGV head of every fenced script: epoch, lease expiry (Redis ms)."""
-        return [self.epoch, self.expires_ms]
+    def head(self) -> lua.Fence:
+        """What every fenced script gets: epoch, lease expiry (Redis ms)."""
+        return lua.Fence(self.epoch, self.expires_ms)
 
     async def release(self) -> None:
         if self.epoch:
             with contextlib.suppress(Exception):
-                await self._call("release", [self.epoch])
+                await self._call("release", self.epoch)
         self._deadline = 0.0
 
     async def clear_flag(self, value: str) -> bool:
         """Clears the "allocation failed" flag if it still has ``value`` and we hold the lease."""
         if not value:
             return False
-        st = await self._call("clear", [self.epoch, value])
+        st = await self._call("clear", self.epoch, value)
         return st.granted
 
     async def read(self) -> LeaseState:
@@ -151,7 +132,7 @@ class EvictionCoordinator:
 
     Usage in a worker::
 
-        coord = service.eviction_coordinator()
+        coord = service.eviction_coordinator()   # MasterService builds it once
         coord.start()          # a background asyncio task
         ...
         await coord.stop()     # on shutdown: stops the loop and releases the lease
@@ -159,13 +140,18 @@ class EvictionCoordinator:
 
     def __init__(
         self,
-        service: EvictionMixin,
+        ctx: Context,
+        lease: EvictorLease,
+        janitor_part: Janitor,
+        run_pass: Callable[[EvictorLease], Awaitable[EvictionResult]],
         *,
         check_interval_ms: int = 20,
         janitor: bool = True,
     ) -> None:
-        self.service = service
-        self.lease = service.evictor_lease
+        self.ctx = ctx
+        self.lease = lease
+        self.janitor_part = janitor_part
+        self.run_pass = run_pass
         self.check_interval_s = check_interval_ms / 1000.0
         self.janitor = janitor
         self._last_janitor = 0.0
@@ -178,26 +164,31 @@ class EvictionCoordinator:
     def is_leader(self) -> bool:
         return self.lease.held
 
+    @property
+    def running(self) -> bool:
+        """Whether the loop was started (and not stopped): it keeps the lease between passes."""
+        return self._task is not None
+
     async def step(self) -> dict[str, Any]:
         """One iteration: take or renew the lease; as holder, run the janitor when due and one
         eviction pass if the watermark (or an allocation failure) asks for it."""
         now = time.monotonic()
-        interval = self.service.config.janitor_interval_ms / 1000.0
+        interval = self.ctx.config.janitor_interval_ms / 1000.0
         if not await self.lease.acquire():
             if now - self._last_tick >= interval:
                 # A follower still ticks: the service hears its clients through this worker.
                 self._last_tick = now
-                await self.service.heartbeat()
+                await self.janitor_part.heartbeat()
             return {"leader": False, "epoch": self.lease.epoch}
         out: dict[str, Any] = {"leader": True, "epoch": self.lease.epoch}
         if self.janitor and now - self._last_janitor >= interval:
             self._last_janitor = now
             self._last_tick = now
             await self.lease.ensure()
-            rep = await self.service.run_janitor_once(force=True)  # ticks first
-            self.service.eviction_metrics.janitor_runs += 1
+            rep = await self.janitor_part.run_janitor_once(force=True)  # ticks first
+            self.ctx.metrics.janitor_runs += 1
             out["janitor"] = rep
-        result = await self.service.run_eviction_pass(self.lease)
+        result = await self.run_pass(self.lease)
         out["eviction"] = result
         return out
 

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .. import lua_calls as lua
 from .coordinator import EvictorLease, LeaseLost
+from .goal import EvictionDeps
 from .metrics import EvictionResult
-
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass
@@ -32,7 +27,7 @@ class LeafOutcome:
 
 
 async def evict_leaves(
-    svc: EvictionMixin,
+    deps: EvictionDeps,
     lease: EvictorLease,
     result: EvictionResult,
     leaves: Sequence[tuple[int, str]],
@@ -40,43 +35,36 @@ async def evict_leaves(
 ) -> list[LeafOutcome]:
     """Evicts (shard, hash) leaves; counts what went into ``result``; one outcome per leaf."""
     await lease.ensure()
-    calls = await svc.run_sharded(
-        "evict_leaves",
-        [(sh, [h]) for sh, h in leaves],
-        [*lease.head(), 1 if allow_soft else 0],
-    )
+    calls = await lua.evict_leaves(deps.ctx, lease.head(), leaves, allow_soft)
     out: list[LeafOutcome] = [LeafOutcome("gone", [], "", -1) for _ in leaves]
     conts: list[Any] = []
     frees: list[tuple[int, str]] = []
     journal: list[tuple[int, str]] = []
     fenced = False
-    for idx, reply in calls:
+    for call in calls:
         result.batches += 1
-        if int(reply[0]) == 0:
+        if call.fenced:
             fenced = True
             continue
-        _, rows, cs, fs, _now, js = reply
-        journal.extend((int(sh), _s(e)) for sh, e in js)
-        for i, (status, erased, nkeys, nbytes, parent, pshard) in zip(idx, rows):
-            st = _s(status)
-            if st != "ok":
-                result.skip(st)
-                out[i] = LeafOutcome(st, [], "", -1)
+        journal.extend(call.journal)
+        for i, row in call.rows:
+            if row.status != "ok":
+                result.skip(row.status)
+                out[i] = LeafOutcome(row.status, [], "", -1)
                 continue
-            keys = [_s(k) for k in erased]
             result.evicted_leaves += 1
-            result.evicted_objects += len(keys)
-            result.unregistered_keys += int(nkeys) - len(keys)
-            result.evicted_keys.extend(keys)
-            result.bytes += int(nbytes)
-            out[i] = LeafOutcome("ok", keys, _s(parent), int(_s(pshard)))
-        conts.extend(cs)
-        frees.extend((int(sh), _s(e)) for sh, e in fs)
-    await svc.checkpoint("evict:evicted")
-    await svc.finish_unlinks(conts)
-    await svc.ack_unlinks(journal)
-    await svc.apply_frees(frees)
+            result.evicted_objects += len(row.erased)
+            result.unregistered_keys += row.registered_keys - len(row.erased)
+            result.evicted_keys.extend(row.erased)
+            result.bytes += row.nbytes
+            out[i] = LeafOutcome("ok", row.erased, row.parent, row.parent_shard)
+        conts.extend(call.continuations)
+        frees.extend(call.frees)
+    await deps.ctx.checkpoint("evict:evicted")
+    await deps.radix.finish_unlinks(conts)
+    await lua.evict_unlinks_ack(deps.ctx, journal)
+    await deps.allocator.apply_frees(frees)
     if fenced:
-        svc.eviction_metrics.fenced += 1
+        deps.ctx.metrics.fenced += 1
         raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
     return out

@@ -12,33 +12,26 @@ ancestors with them, until a later pass. Work grows with what is evicted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from .. import lua_calls as lua
 from .coordinator import EvictorLease
+from .goal import EvictionDeps, Goal
 from .leaf_write import evict_leaves
 from .metrics import EvictionResult
-
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin, Goal
 
 ROOTS_PER_SHARD = 64  # orphan roots read per shard per pass
 MAX_SUBTREE_LEVELS = 100_000
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class OrphanEvictor:
     def __init__(
         self,
-        svc: EvictionMixin,
+        deps: EvictionDeps,
         lease: EvictorLease,
         result: EvictionResult,
         goal: Goal | None,
         allow_soft: bool = False,
     ) -> None:
-        self.svc = svc
+        self.deps = deps
         self.lease = lease
         self.result = result
         self.goal = goal  # None: every orphaned subtree (orphan_eviction = "eager")
@@ -49,14 +42,9 @@ class OrphanEvictor:
 
     async def roots(self) -> list[tuple[int, str, str]]:
         """(marked ms, shard, root) of the oldest orphan roots of every shard, oldest first."""
-        items: list[Any] = [(sh, []) for sh in range(self.svc.keys.num_shards)]
-        out: list[tuple[int, str, str]] = []
-        for idx, reply in await self.svc.run_sharded("evict_orphans", items, [ROOTS_PER_SHARD]):
-            self.result.candidate_reads += 1
-            for i, flat in zip(idx, reply):
-                for h, ms in zip(flat[::2], flat[1::2]):
-                    out.append((int(float(_s(ms))), str(items[i][0]), _s(h)))
-        return sorted(out)
+        self.result.candidate_reads += 1
+        roots = await lua.evict_orphans(self.deps.ctx, ROOTS_PER_SHARD)
+        return sorted((ms, str(shard), h) for ms, shard, h in roots)
 
     async def subtree(self, root: str) -> list[list[str]]:
         """The subtree's nodes level by level (root first), each node once."""
@@ -64,7 +52,7 @@ class OrphanEvictor:
         seen = {root}
         level = [root]
         while level and len(levels) < MAX_SUBTREE_LEVELS:
-            nodes = await self.svc.get_nodes(level)
+            nodes = await self.deps.radix.get_nodes(level)
             self.result.candidate_reads += 1
             nxt = [c for n in nodes if n is not None for c in n.children if c not in seen]
             seen.update(nxt)
@@ -81,12 +69,12 @@ class OrphanEvictor:
             if self.done():
                 break
             levels = await self.subtree(root)
-            keys = self.svc.keys
+            keys = self.deps.ctx.keys
             for level in reversed(levels):  # deepest first: each node is a leaf by its turn
                 todo = [(keys.shard_of(h), h) for h in level]
                 while todo:
                     outcomes = await evict_leaves(
-                        self.svc, self.lease, self.result, todo, self.allow_soft
+                        self.deps, self.lease, self.result, todo, self.allow_soft
                     )
                     # 'inner': a child on another Redis node went in the same wave; its unlink
                     # has run since, so try once more. Anything else stays for a later pass.

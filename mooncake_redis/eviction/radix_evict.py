@@ -29,27 +29,20 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
+from .. import lua_calls as lua
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictorLease, LeaseLost
+from .goal import EvictionDeps, Goal
 from .leaf_write import evict_leaves
 from .metrics import EvictionResult
 from .policy import LeafPolicy
-
-if TYPE_CHECKING:
-    from .mixin import EvictionMixin, Goal
 
 MAX_REFILLS_PER_ROUND = 8
 CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
 PARENT_READ_AHEAD = 16  # parents of the next cheapest candidates read in the same call
 SIDE_CHAIN_DEPTH = 4  # nodes read up each of those
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(order=True)
@@ -91,18 +84,18 @@ class _ShardCursor:
 class RadixEvictor:
     def __init__(
         self,
-        svc: EvictionMixin,
+        deps: EvictionDeps,
         lease: EvictorLease,
         policy: LeafPolicy,
         result: EvictionResult,
         goal: Goal,
     ) -> None:
-        self.svc = svc
+        self.deps = deps
         self.lease = lease
         self.policy = policy
         self.result = result
         self.goal = goal
-        self.cursors = [_ShardCursor() for _ in range(svc.keys.num_shards)]
+        self.cursors = [_ShardCursor() for _ in range(deps.ctx.keys.num_shards)]
         self.heap: list[Candidate] = []
         self.soft: list[Candidate] = []
         self.known: set[str] = set()  # leaves in the heap, set aside, or evicted this pass
@@ -116,21 +109,19 @@ class RadixEvictor:
         self._nodes: dict[int, str] = {}
 
     # -- reading ----------------------------------------------------------------------------
-    def _candidate(self, row: Sequence[Any], shard: int) -> Candidate:
-        h, s, hits, nbytes, objs, soft, parent, pshard = row
-        sv, hv = float(_s(s)), int(float(_s(hits)))
+    def _candidate(self, row: lua.LeafRow, shard: int) -> Candidate:
         return Candidate(
-            self.policy.score(sv, hv),
+            self.policy.score(row.score, row.hits),
             next(self._seq),
-            _s(h),
+            row.h,
             shard,
-            sv,
-            hv,
-            int(nbytes),
-            int(objs),
-            bool(int(soft)),
-            _s(parent),
-            int(_s(pshard)),
+            row.score,
+            row.hits,
+            row.nbytes,
+            row.objects,
+            row.soft,
+            row.parent,
+            row.parent_shard,
         )
 
     def _add(self, c: Candidate) -> None:
@@ -150,35 +141,29 @@ class RadixEvictor:
             return
         k = max(self.cursors[sh].k for sh in shards)
         limit = 4 * k + 64
-        items = [(sh, [self.cursors[sh].score, self.cursors[sh].member]) for sh in shards]
-        calls = await self.svc.run_sharded("evict_candidates", items, [k, limit])
+        cursors = [(sh, self.cursors[sh].score, self.cursors[sh].member) for sh in shards]
+        ncalls, windows = await lua.evict_candidates(self.deps.ctx, cursors, k, limit)
         self._horizon = None
-        self.result.candidate_reads += len(calls)
-        batch = self.svc.config.script_batch_size
-        for idx, (_now, groups) in calls:
-            for i, (rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy) in zip(idx, groups):
-                sh = shards[i]
-                cur = self.cursors[sh]
-                cur.score, cur.member, cur.exhausted = _s(cs), _s(cm), bool(int(exhausted))
-                cur.k = min(batch, cur.k * 2)
-                self.result.skip("lease", int(sk_lease))
-                self.result.skip("hard", int(sk_hard))
-                self.result.skip("busy", int(sk_busy))
-                for row in rows:
-                    self._add(self._candidate(row, sh))
+        self.result.candidate_reads += ncalls
+        batch = self.deps.ctx.config.script_batch_size
+        for w in windows:
+            cur = self.cursors[w.shard]
+            cur.score, cur.member, cur.exhausted = w.score, w.member, w.exhausted
+            cur.k = min(batch, cur.k * 2)
+            for reason, n in w.skipped.items():
+                self.result.skip(reason, n)
+            for row in w.rows:
+                self._add(self._candidate(row, w.shard))
 
     async def probe(self, nodes: list[tuple[str, int]]) -> None:
         """Parents that may have become leaves: read them by name."""
         if not nodes:
             return
-        replies = await self.svc.run_sharded_items(
-            "evict_leaf_info", [(ps, [p]) for p, ps in nodes]
-        )
+        replies = await lua.evict_leaf_info(self.deps.ctx, nodes)
         self.result.candidate_reads += 1
         lost = False
-        for (_p, ps), (status, row) in zip(nodes, replies):
-            st = _s(status)
-            if st == "ok":
+        for (_p, ps), (st, row) in zip(nodes, replies):
+            if row is not None:
                 self._add(self._candidate(row, ps))
             elif st in ("lease", "hard", "busy"):
                 self.result.skip(st)
@@ -204,16 +189,13 @@ class RadixEvictor:
             if c.parent and c.parent not in self.ancestors and c.pshard >= 0:
                 want.setdefault(c.parent, (c.pshard, side))
         nodes = list(want.items())
-        replies = await self.svc.run_sharded_items(
-            "evict_ancestors", [(ps, [p, d]) for p, (ps, d) in nodes]
-        )
+        replies = await lua.evict_ancestors(self.deps.ctx, [(p, ps, d) for p, (ps, d) in nodes])
         self.result.candidate_reads += 1
         for (p, _), chain in zip(nodes, replies):
             h = p
-            for status, children, shard, row in chain:
-                st = _s(status)
-                cand = self._candidate(row, int(shard)) if st == "ok" else None
-                self.ancestors.setdefault(h, _Ancestor(st, int(children), cand))
+            for a in chain:
+                cand = self._candidate(a.leaf, a.shard) if a.leaf is not None else None
+                self.ancestors.setdefault(h, _Ancestor(a.status, a.children, cand))
                 if cand is None:
                     break
                 h = cand.parent
@@ -250,7 +232,7 @@ class RadixEvictor:
         picked: list[Candidate] = []
         need_bytes, need_objects = self.goal.need()
         got_bytes = got_objects = 0
-        limit = self.svc.config.script_batch_size
+        limit = self.deps.ctx.config.script_batch_size
         refills = 0
         while len(picked) < limit and (got_bytes < need_bytes or got_objects < need_objects):
             if not self.heap:
@@ -278,11 +260,13 @@ class RadixEvictor:
     # -- evicting ---------------------------------------------------------------------------
     def _node(self, shard: int) -> str:
         """The Redis node serving a shard ('' on a single Redis)."""
-        if not self.svc.backend.cluster:
+        if not self.deps.ctx.backend.cluster:
             return ""
         name = self._nodes.get(shard)
         if name is None:
-            name = self._nodes[shard] = self.svc.backend.node_of(self.svc.keys.anchor(shard)).name
+            name = self._nodes[shard] = self.deps.ctx.backend.node_of(
+                self.deps.ctx.keys.anchor(shard)
+            ).name
         return name
 
     def _waves(self, picked: list[Candidate]) -> list[list[int]]:
@@ -303,7 +287,7 @@ class RadixEvictor:
         return out
 
     async def evict(self, picked: list[Candidate]) -> None:
-        await self.svc.checkpoint("evict:chosen")
+        await self.deps.ctx.checkpoint("evict:chosen")
         parents: dict[str, int] = {}
         evicted: list[int] = []  # indexes into picked
         for wave in self._waves(picked):
@@ -326,7 +310,7 @@ class RadixEvictor:
         evicted: list[int],
     ) -> None:
         leaves = [(picked[i].shard, picked[i].h) for i in wave]
-        outcomes = await evict_leaves(self.svc, self.lease, self.result, leaves, self.allow_soft)
+        outcomes = await evict_leaves(self.deps, self.lease, self.result, leaves, self.allow_soft)
         for i, o in zip(wave, outcomes):
             if o.status != "ok":
                 continue
@@ -358,7 +342,7 @@ class RadixEvictor:
                     if fallback:
                         await self._fallback()
                     continue
-                if phase == "fallback" and self.svc.config.allow_evict_soft_pinned_objects:
+                if phase == "fallback" and self.deps.ctx.config.allow_evict_soft_pinned_objects:
                     phase = "soft"
                     self.allow_soft = True
                     for c in self.soft:
@@ -376,13 +360,13 @@ class RadixEvictor:
         evicts something."""
         if self.goal.max_objects is not None:
             return
-        cfg = self.svc.config
+        cfg = self.deps.ctx.config
         while not self.goal.satisfied():
             target, lower = ratios(
                 self.goal.used, cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
             )
             be = BatchEvictor(
-                self.svc, self.lease, self.result, no_tree=True, scan_budget=4 * cfg.num_shards
+                self.deps, self.lease, self.result, no_tree=True, scan_budget=4 * cfg.num_shards
             )
             try:
                 done = await be.run(target, lower)

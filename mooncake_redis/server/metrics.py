@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from ..fsck import fsck
 from ..outage import FailureLog
+from ..records import _s
 from .schemas import Rpc
 
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ SHARD_FIELDS: dict[str, tuple[str, str, str]] = {
     "nodes": ("mooncake_radix_nodes", "Radix nodes (with keys or shells).", "gauge"),
     "rkeys": ("mooncake_radix_registered_keys", "Keys registered in the radix index.", "gauge"),
 }
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class RpcMetrics:
@@ -135,11 +132,11 @@ class StoreCollector(Collector):
     async def _read(self) -> None:
         svc = self.service
         keys = svc.keys
-        pipe = svc.backend.client.pipeline(transaction=False)
+        pipe = svc.backend.pipeline()
         for shard in range(keys.num_shards):
             pipe.hgetall(keys.anchor(shard))
             pipe.zcard(keys.shard_key(shard, "leaves"))
-        replies = await pipe.execute()
+        replies = await svc.backend.execute(pipe, "metrics scrape")
         totals: dict[str, float] = {}
         leaves = 0
         for i in range(0, len(replies), 2):
@@ -149,15 +146,14 @@ class StoreCollector(Collector):
             leaves += int(replies[i + 1] or 0)
         self.shard = totals
         self.leaves = leaves
-        if hasattr(svc, "segment_stats"):
-            self.segments = list(await svc.segment_stats())
+        self.segments = list(await svc.segment_stats())
         now = await svc.backend.time_ms()
         self.active_clients = int(
-            await svc.backend.client.zcount(
-                keys.global_key("clients"), now - svc.config.client_live_ttl_ms, "+inf"
+            await svc.backend.command(
+                "ZCOUNT", keys.global_key("clients"), now - svc.config.client_live_ttl_ms, "+inf"
             )
         )
-        raw = await svc.backend.client.hgetall(keys.global_key("evictor"))
+        raw = await svc.backend.command("HGETALL", keys.global_key("evictor"))
         self.evictor = {_s(k): _s(v) for k, v in (raw or {}).items()}
 
     async def run_fsck(self) -> None:

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
+from ..backend import map_redis_error
 from ..errors import ErrorCode, MooncakeError
 from .schemas import ErrorResponse, Rpc, count_errors, error_body, http_status
 
@@ -49,15 +48,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def exception_error(exc: Exception) -> tuple[MooncakeError, int]:
-    """Any failure of a library call as a Mooncake error and its HTTP status; internals (and
-    secrets) never reach the message."""
-    if isinstance(exc, MooncakeError):
-        return exc, http_status(exc.code)
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
-        return MooncakeError(ErrorCode.RPC_FAIL, f"Redis unavailable: {type(exc).__name__}"), 503
+    """Any failure of a library call as a Mooncake error and its HTTP status, through the one
+    Redis mapping (:func:`~mooncake_redis.backend.map_redis_error`); internals never reach the
+    message of anything else."""
+    mapped = map_redis_error(exc, "the call")
+    if mapped is not None:
+        return mapped, http_status(mapped.code)
     if isinstance(exc, RedisError):
-        if "OOM" in str(exc):
-            return MooncakeError(ErrorCode.NO_AVAILABLE_HANDLE, "Redis is out of memory"), 507
         log.error("Redis error: %s", type(exc).__name__)
         return MooncakeError(ErrorCode.INTERNAL_ERROR, "Redis error"), 500
     log.exception("internal error")

@@ -21,10 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
+from ..backend import map_redis_error
 from ..errors import ErrorCode, MooncakeError
 from ..models import GetReplicaListResponse as StoreReplicaList
 from ..models import ReplicaDescriptor as StoreReplica
@@ -61,13 +58,10 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 
 def error_code(exc: BaseException) -> int:
-    """The Mooncake code a failed facade call answers with."""
-    if isinstance(exc, MooncakeError):
-        return int(exc.code)
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
-        return int(ErrorCode.RPC_FAIL)
-    if isinstance(exc, RedisError) and "OOM" in str(exc):
-        return int(ErrorCode.NO_AVAILABLE_HANDLE)
+    """The Mooncake code a failed facade call answers with (the backend's one mapping)."""
+    mapped = map_redis_error(exc, "a wire RPC")
+    if mapped is not None:
+        return int(mapped.code)
     log.exception("internal error in a wire RPC", exc_info=exc)
     return int(ErrorCode.INTERNAL_ERROR)
 

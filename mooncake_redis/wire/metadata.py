@@ -26,6 +26,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
+from ..lua_calls import te_metadata_put
+
 PATH = "/metadata"
 MAX_VALUE_BYTES = 16 * 1024 * 1024  # segment descriptors are a few KiB
 
@@ -46,7 +48,7 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         if not key:
             return _text("Missing key parameter", 400)
         svc, hkey = where()
-        value = await svc.backend.client.hget(hkey, key)
+        value = await svc.backend.command("HGET", hkey, key)
         if value is None:
             return _text("metadata not found", 404)
         return Response(bytes(value), media_type="application/json")
@@ -58,9 +60,8 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         body = await request.body()
         if len(body) > MAX_VALUE_BYTES:
             return _text("metadata too large", 413)
-        svc, hkey = where()
-        outcome = await svc.backend.call("te_metadata_put", [hkey], [key, body])
-        outcome = outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+        svc, _ = where()
+        outcome = await te_metadata_put(svc.ctx, key, body)
         if outcome == "duplicate":
             return _text("Duplicate rpc_meta key not allowed", 400)
         return _text(f"metadata {outcome}")
@@ -75,6 +76,6 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
         if not key:
             return _text("Missing key parameter", 400)
         svc, hkey = where()
-        if not await svc.backend.client.hdel(hkey, key):
+        if not await svc.backend.command("HDEL", hkey, key, idempotent=False):
             return _text("metadata not found", 404)
         return _text("metadata deleted")

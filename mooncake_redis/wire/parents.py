@@ -27,16 +27,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
+from ..lua_calls import parent_hints_put
 from ..prefix import extract_prefix
+from ..records import _s
 from ..service import MasterService
 
 LOCAL_HINTS = 200_000  # most hints one worker remembers itself (the rest are read from Redis)
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class ParentHints:
@@ -97,9 +94,7 @@ class ParentHints:
             return
         self._remember(pairs)
         self.recorded += len(pairs)
-        flat = [x for pair in pairs for x in pair]
-        anchor = self.svc.keys.global_key("meta")
-        await self.svc.backend.call("parent_hints_put", [anchor], [self.ttl_ms, *flat])
+        await parent_hints_put(self.svc.ctx, self.ttl_ms, pairs)
 
     async def parents(self, keys: Sequence[str]) -> list[str]:
         """The parent block hash to put each key under ("" for a root)."""
@@ -110,7 +105,7 @@ class ParentHints:
         first = blocks[0][0]
         first_parent = self._local(first) if first else None
         if first and first_parent is None:
-            raw = await self.svc.backend.client.get(self.svc.keys.parent_hint(first))
+            raw = await self.svc.backend.command("GET", self.svc.keys.parent_hint(first))
             first_parent = _s(raw) if raw is not None else ""
         prev = ""
         for n, (prefix, idx) in enumerate(blocks):

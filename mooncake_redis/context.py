@@ -1,17 +1,22 @@
-"""State and plumbing shared by the service's parts: config, keys, backend, sharded batching."""
+"""What every part of the service shares: the backend, key schema, config, the checkpoint hook,
+the sharded-batch runner and the eviction metrics.
+
+One object per service, built first and handed to every part's constructor, so no part reaches
+another through a common base class. The config and key schema may be replaced once, when a
+read-only open adopts the namespace's recorded layout (:meth:`adopt`): parts read them from here
+every time and never keep a copy.
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .backend import Backend, redact
-from .config import SCHEMA_VERSION, Config
-from .errors import ErrorCode, MooncakeError
+from .backend import Backend
+from .config import Config
+from .eviction.metrics import EvictionMetrics
 from .keys import KeySchema
 from .prefix import extract_prefix
-from .records import _s
 
 # A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
 FaultHook = Callable[[str], Awaitable[None]]
@@ -19,80 +24,21 @@ FaultHook = Callable[[str], Awaitable[None]]
 ShardItem = tuple[int, Sequence[Any]]
 
 
-class ServiceBase:
+class Context:
     def __init__(self, backend: Backend, config: Config) -> None:
         self.backend = backend
         self.config = config
         self.keys = KeySchema(config.namespace, config.num_shards)
         self.fault_hook: FaultHook | None = None
-        self._meta_ok = False  # set once this process found its settings recorded
+        self.metrics = EvictionMetrics()
         # Whether this process serves clients (its ticks show that the service hears them);
         # a standalone evictor does not.
         self.hears_clients = True
-        self._oom_flagged_at = 0.0
-        backend.on_oom = self._on_oom
 
-    async def request_eviction(self, kind: str) -> None:
-        """Raises the durable "eviction needed" flag: ``alloc`` (a put got no buffer) or
-        ``oom`` (Redis refused a write for lack of memory). Works at maxmemory (allow-oom)."""
-        await self.backend.call("evict_request", [self.keys.global_key("evict_needed")], [kind])
-
-    async def _on_oom(self) -> None:
-        now = time.monotonic()
-        if now - self._oom_flagged_at >= 0.1:  # one flag write per burst of refusals
-            self._oom_flagged_at = now
-            await self.request_eviction("oom")
-
-    def meta_argv(self) -> list[Any]:
-        """What this process records in the namespace meta (schema, shard count, radix)."""
-        return [SCHEMA_VERSION, self.config.num_shards, 1 if self.config.enable_radix_tree else 0]
-
-    async def _check_meta(self) -> None:
-        recorded = await self.backend.call(
-            "meta_check", [self.keys.global_key("meta")], self.meta_argv()
-        )
-        self.compare_meta(recorded)
-
-    def compare_meta(self, recorded: Sequence[Any]) -> None:
-        """Raises INVALID_VERSION (and refuses every later call of this process) when the
-        namespace was recorded with other settings than this process has."""
-        version, shards, radix = (int(_s(x or b"-1")) for x in recorded[:3])
-        mine = [int(x) for x in self.meta_argv()]
-        if [version, shards, radix] == mine:
-            self._meta_ok = True
-            return
-        err = MooncakeError(
-            ErrorCode.INVALID_VERSION,
-            f"namespace {self.config.namespace!r} was created with schema_version={version} "
-            f"num_shards={shards} enable_radix_tree={bool(radix)}; this process has "
-            f"schema_version={mine[0]} num_shards={mine[1]} enable_radix_tree={bool(mine[2])}. "
-            "Use the recorded values or another namespace.",
-        )
-        if self.backend.refused is None and self._meta_ok:
-            # Running already: the namespace was recorded anew by another process (Redis
-            # restarted empty). Refuse everything from now on rather than mix two layouts.
-            self.backend.refused = err
-        raise err
-
-    async def _open_existing(self) -> None:
-        """Read-only open (fsck, inspect): writes nothing, refuses a namespace that does not
-        exist, and takes the recorded shard count and radix setting."""
-        raw = await self.backend.command(
-            "HMGET", self.keys.global_key("meta"), "schema_version", "num_shards", "radix"
-        )
-        if raw[0] is None:
-            raise MooncakeError(
-                ErrorCode.OBJECT_NOT_FOUND,
-                f"namespace {self.config.namespace!r} does not exist at {redact(self.backend.url)}",
-            )
-        version, shards, radix = (int(_s(x or b"0")) for x in raw)
-        if version != SCHEMA_VERSION:
-            self.compare_meta(raw)
-        self.config = self.config.replace(num_shards=shards, enable_radix_tree=bool(radix))
-        self.keys = KeySchema(self.config.namespace, shards)
-
-    async def aclose(self) -> None:
-        await self.backend.aclose()
+    def adopt(self, config: Config) -> None:
+        """Takes another layout (shard count, radix setting) before any part has run."""
+        self.config = config
+        self.keys = KeySchema(config.namespace, config.num_shards)
 
     async def checkpoint(self, step: str) -> None:
         """A step boundary of a multi-tag protocol; tests inject crashes here."""
@@ -107,7 +53,7 @@ class ServiceBase:
 
     async def shard_totals(self, *fields: str) -> dict[str, int]:
         """Sums of the shards' stats counters (``evicted_keys``, ``objects``...), one pipeline."""
-        pipe = self.backend.client.pipeline(transaction=False)
+        pipe = self.backend.pipeline()
         for shard in range(self.keys.num_shards):
             pipe.hmget(self.keys.anchor(shard), *fields)
         totals = dict.fromkeys(fields, 0)
@@ -179,4 +125,36 @@ class ServiceBase:
         for idx, reply in await self.run_sharded(script, items, head):
             for i, r in zip(idx, reply):
                 out[i] = r
+        return out
+
+    async def run_segment_groups(
+        self,
+        script: str,
+        groups: Sequence[tuple[str, Sequence[Any]]],
+        head: Sequence[Any] = (),
+        arity: int = 1,
+    ) -> list[Any]:
+        """One call per node over segment groups (segment id, its items flattened, ``arity``
+        values an item); returns (group indices, reply) per call."""
+        if not groups:
+            return []
+        anchors = [self.keys.segment_anchor(seg) for seg, _ in groups]
+        limit = self.config.script_batch_size
+
+        async def run(node: Any, idx: list[int]) -> list[Any]:
+            replies: list[Any] = []
+            for start in range(0, len(idx), limit):
+                part = idx[start : start + limit]
+                keys = [anchors[j] for j in part]
+                argv: list[Any] = [*head, len(part)]
+                for j in part:
+                    data = groups[j][1]
+                    argv.extend((anchors[j], len(data) // arity, *data))
+                declared = keys[:1] if self.backend.cluster else keys
+                replies.append((part, await self.backend.call(script, declared, argv, node)))
+            return replies
+
+        out: list[Any] = []
+        for _, calls in await self.backend.per_node(anchors, run):
+            out.extend(calls)
         return out

@@ -1,4 +1,9 @@
-"""EvictionMixin: the eviction RPCs of MasterService (evict_once, usage, the coordinator)."""
+"""The eviction part: one pass on demand (``evict_once``) or from the coordinator's loop.
+
+Built over the radix index, the allocators, the segments (the used ratio) and the janitor
+(which the coordinator runs under the same lease); the evictors get only
+:class:`~.goal.EvictionDeps`.
+"""
 
 from __future__ import annotations
 
@@ -6,144 +11,84 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..service_base import ShardItem
-from ..store import StoreMixin
+from .. import lua_calls as lua
+from ..allocation import Allocator
+from ..context import Context
+from ..janitor import Janitor
+from ..radix import RadixIndex
+from ..segments import Segments, Usage
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost
-from .metrics import EvictionMetrics, EvictionResult
+from .goal import EvictionDeps, Goal
+from .metrics import EvictionResult
 from .orphans import OrphanEvictor
 from .policy import LeafPolicy, get_policy
 from .radix_evict import RadixEvictor
 
 
-@dataclass(frozen=True)
-class Usage:
-    """Allocated bytes and capacity over mounted segments."""
-
-    allocated: int
-    capacity: int
-
-    @property
-    def ratio(self) -> float:
-        return self.allocated / self.capacity if self.capacity else 0.0
-
-
-class Goal:
-    """When a pass may stop: the used ratio back at or below ``ratio`` (re-read between rounds)
-    with at least ``min_free`` bytes freed; or, for ``max_objects``, that many objects evicted."""
-
-    def __init__(
-        self,
-        svc: EvictionMixin,
-        result: EvictionResult,
-        usage: Usage,
-        ratio: float,
-        min_free: int = 0,
-        max_objects: int | None = None,
-    ) -> None:
-        self.svc = svc
-        self.result = result
-        self.usage = usage
-        self.ratio = ratio
-        self.min_free = min_free
-        self.max_objects = max_objects
-
-    @property
-    def used(self) -> float:
-        return self.usage.ratio
-
-    async def refresh(self) -> None:
-        self.usage = await self.svc.usage()
-
-    def need(self) -> tuple[int, int]:
-        """(bytes, objects) still to evict."""
-        if self.max_objects is not None:
-            return 0, max(0, self.max_objects - self.result.evicted_objects)
-        over = self.usage.allocated - int(self.ratio * self.usage.capacity)
-        return max(over, self.min_free - self.result.bytes, 0), 0
-
-    def satisfied(self) -> bool:
-        b, o = self.need()
-        return b <= 0 and o <= 0
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class EvictionMixin(StoreMixin):
+class Eviction:
     """Eviction for MasterService: radix-aware leaf-first eviction when ``enable_radix_tree``,
     Mooncake's BatchEvict otherwise, one evictor at a time (lease with a fencing epoch)."""
 
-    _eviction_metrics: EvictionMetrics | None = None
-    _evictor_lease: EvictorLease | None = None
-    _eviction_lock: asyncio.Lock | None = None
-    _coordinator: EvictionCoordinator | None = None
-    _on_demand: int = 0  # evict_once calls in progress (the lease is released after the last)
+    def __init__(
+        self,
+        ctx: Context,
+        radix: RadixIndex,
+        allocator: Allocator,
+        segments: Segments,
+        janitor: Janitor,
+    ) -> None:
+        self.ctx = ctx
+        self.radix = radix
+        self.segments = segments
+        self.janitor = janitor
+        self.deps = EvictionDeps(ctx, radix, allocator)
+        self.lease = EvictorLease(ctx)  # this service's lease handle (one holder id)
+        self._coordinator: EvictionCoordinator | None = None
+        self._lock = asyncio.Lock()
+        self._on_demand = 0  # evict_once calls in progress (the lease is released after the last)
+        self._no_maxmemory_until = 0.0
+        self._eager_at = 0.0
 
-    # -- shared state (lazily built: ServiceBase.__init__ is not ours) ----------------------
-    @property
-    def eviction_metrics(self) -> EvictionMetrics:
-        if self._eviction_metrics is None:
-            self._eviction_metrics = EvictionMetrics()
-        return self._eviction_metrics
-
-    @property
-    def evictor_lease(self) -> EvictorLease:
-        """This service's lease handle (one holder id per service object)."""
-        if self._evictor_lease is None:
-            self._evictor_lease = EvictorLease(self)
-        return self._evictor_lease
-
-    def eviction_coordinator(
+    def coordinator(
         self, *, check_interval_ms: int = 20, janitor: bool = True
     ) -> EvictionCoordinator:
-        """The background evictor/janitor loop (``start()`` / ``await stop()``)."""
+        """The background evictor/janitor loop (``start()`` / ``await stop()``), built once."""
         if self._coordinator is None:
             self._coordinator = EvictionCoordinator(
-                self, check_interval_ms=check_interval_ms, janitor=janitor
+                self.ctx,
+                self.lease,
+                self.janitor,
+                self.run_eviction_pass,
+                check_interval_ms=check_interval_ms,
+                janitor=janitor,
             )
         return self._coordinator
 
     @property
-    def eviction_policy(self) -> LeafPolicy:
-        return get_policy(self.config.eviction_policy, self.config)
+    def policy(self) -> LeafPolicy:
+        return get_policy(self.ctx.config.eviction_policy, self.ctx.config)
 
     # -- unfinished cascades of an evictor that died ----------------------------------------
-    async def ack_unlinks(self, journal: Sequence[tuple[int, str]]) -> None:
-        if journal:
-            await self.run_sharded("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
-
     async def resume_unlinks(self) -> int:
         """Runs the journaled unlink steps left by an evictor that died between evicting a leaf
         and unlinking it from its parent in another shard (idempotent). Returns steps run."""
-        items: list[ShardItem] = [(sh, []) for sh in range(self.keys.num_shards)]
         total = 0
         for _ in range(64):
-            journal: list[tuple[int, str]] = []
-            for idx, reply in await self.run_sharded(
-                "evict_unlinks_peek", items, [self.config.script_batch_size]
-            ):
-                for i, entries in zip(idx, reply):
-                    journal.extend((items[i][0], _s(e)) for e in entries)
+            journal = await lua.evict_unlinks_peek(self.ctx)
             if not journal:
                 break
             conts: list[Any] = [json.loads(e) for _, e in journal]
-            await self.finish_unlinks(conts)
-            await self.ack_unlinks(journal)
+            await self.radix.finish_unlinks(conts)
+            await lua.evict_unlinks_ack(self.ctx, journal)
             total += len(journal)
         return total
 
     # -- the used ratio -----------------------------------------------------------------------
     async def usage(self) -> Usage:
-        stats = [s for s in await self.segment_stats() if s.mounted]
-        return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats))
-
-    _no_maxmemory_until: float = 0.0
+        return await self.segments.usage()
 
     async def redis_memory_ratio(self) -> float:
         """Redis's used_memory / maxmemory on its fullest node (0 without a maxmemory): Redis
@@ -151,13 +96,8 @@ class EvictionMixin(StoreMixin):
         refuses every put, so eviction must count it too."""
         if time.monotonic() < self._no_maxmemory_until:
             return 0.0
-        client = self.backend.client
         try:
-            if self.backend.cluster:
-                raw = await client.info("memory", target_nodes=client.get_primaries())
-                infos = list(raw.values())
-            else:
-                infos = [await client.info("memory")]
+            infos = await self.ctx.backend.info("memory")
         except Exception:  # fakeredis, or Redis unreachable: the segment ratio decides
             infos = []
         ratio = 0.0
@@ -189,7 +129,7 @@ class EvictionMixin(StoreMixin):
         ratio``: stop at that used ratio instead. Takes the evictor lease first (waiting up to
         one lease ttl when ``wait``); when another live evictor holds it, nothing is evicted
         and ``reason`` is "lease_held"."""
-        lease = self.evictor_lease
+        lease = self.lease
         deadline = time.monotonic() + (lease.ttl_ms / 1000.0 + 0.5 if wait else 0.0)
         while not await lease.acquire():
             if time.monotonic() >= deadline:
@@ -203,7 +143,7 @@ class EvictionMixin(StoreMixin):
             )
         finally:
             self._on_demand -= 1
-            coordinated = self._coordinator is not None and self._coordinator._task is not None
+            coordinated = self._coordinator is not None and self._coordinator.running
             if not coordinated and self._on_demand == 0:
                 await lease.release()
 
@@ -216,9 +156,7 @@ class EvictionMixin(StoreMixin):
         target_ratio: float | None = None,
     ) -> EvictionResult:
         """One pass under ``lease`` (already acquired). Raises LeaseLost when fenced."""
-        if self._eviction_lock is None:
-            self._eviction_lock = asyncio.Lock()
-        async with self._eviction_lock:
+        async with self._lock:
             return await self._pass(lease, force, max_objects, target_ratio)
 
     async def _pass(
@@ -228,7 +166,7 @@ class EvictionMixin(StoreMixin):
         max_objects: int | None,
         target_ratio: float | None,
     ) -> EvictionResult:
-        cfg = self.config
+        cfg = self.ctx.config
         t0 = time.perf_counter()
         flag = lease.flag
         usage = await self.usage()
@@ -239,7 +177,7 @@ class EvictionMixin(StoreMixin):
         if max_objects is not None or force or usage.ratio > hw or (flag and er > 0) or redis_full:
             # What a previous evictor left half done: cascades, then frees (the used ratio).
             await lease.ensure()
-            if await self.resume_unlinks() + await self.drain_outboxes():
+            if await self.resume_unlinks() + await self.janitor.drain_outboxes():
                 usage = await self.usage()
         result = EvictionResult(epoch=lease.epoch, used_before=usage.ratio)
         if max_objects is not None:
@@ -260,10 +198,10 @@ class EvictionMixin(StoreMixin):
             await lease.ensure()
             result.reason = "orphans"
             result.mode = "radix"
-            await OrphanEvictor(self, lease, result, None).run()
+            await OrphanEvictor(self.deps, lease, result, None).run()
             result.used_after = (await self.usage()).ratio
             result.seconds = time.perf_counter() - t0
-            self.eviction_metrics.record(result)
+            self.ctx.metrics.record(result)
             return result
         else:
             result.reason = "idle"
@@ -271,18 +209,18 @@ class EvictionMixin(StoreMixin):
             return result
         try:
             if cfg.enable_radix_tree:
-                policy = self.eviction_policy
+                policy = self.policy
                 result.mode, result.policy = "radix", policy.describe()
                 making_room = result.reason in ("forced", "alloc_failed")
                 min_free = int(er * usage.capacity) if making_room else 0
                 if target_ratio is None:
                     rfc = cfg.radix_eviction_target == "watermark" and not making_room
                     target_ratio = hw if rfc else max(0.0, hw - er)
-                goal = Goal(self, result, usage, target_ratio, min_free, max_objects)
+                goal = Goal(self.usage, result, usage, target_ratio, min_free, max_objects)
                 # Orphaned subtrees can never be a prefix hit: they go before any leaf.
-                await OrphanEvictor(self, lease, result, goal).run()
+                await OrphanEvictor(self.deps, lease, result, goal).run()
                 if not goal.satisfied():
-                    await RadixEvictor(self, lease, policy, result, goal).run()
+                    await RadixEvictor(self.deps, lease, policy, result, goal).run()
                 result.used_after = goal.used
             else:
                 result.mode, result.policy = "batch", "batch-evict"
@@ -292,19 +230,17 @@ class EvictionMixin(StoreMixin):
                 await lease.clear_flag(flag)
         except LeaseLost:
             result.seconds = time.perf_counter() - t0
-            self.eviction_metrics.record(result)
+            self.ctx.metrics.record(result)
             raise
         result.seconds = time.perf_counter() - t0
-        self.eviction_metrics.record(result)
+        self.ctx.metrics.record(result)
         return result
 
-    _eager_at: float = 0.0
-
     def _eager_orphans_due(self) -> bool:
-        if not self.config.enable_radix_tree or self.config.orphan_eviction != "eager":
+        if not self.ctx.config.enable_radix_tree or self.ctx.config.orphan_eviction != "eager":
             return False
         now = time.monotonic()
-        if now - self._eager_at < self.config.janitor_interval_ms / 1000.0:
+        if now - self._eager_at < self.ctx.config.janitor_interval_ms / 1000.0:
             return False
         self._eager_at = now
         return True
@@ -317,7 +253,7 @@ class EvictionMixin(StoreMixin):
         max_objects: int | None,
         target_ratio: float | None,
     ) -> None:
-        cfg = self.config
+        cfg = self.ctx.config
         if max_objects is not None or target_ratio is not None:
             # Not Mooncake's trigger, but the same algorithm: ratios of the object count that
             # give the wanted number of objects (max_objects) or the wanted used ratio.
@@ -331,15 +267,10 @@ class EvictionMixin(StoreMixin):
             target, lower = ratios(
                 usage.ratio, cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
             )
-        await BatchEvictor(self, lease, result).run(target, lower)
+        await BatchEvictor(self.deps, lease, result).run(target, lower)
 
     async def _object_count(self) -> int:
-        total = 0
-        for _, (_now, groups) in await self.run_sharded(
-            "evict_counts", [(sh, []) for sh in range(self.keys.num_shards)]
-        ):
-            total += sum(int(g[0]) for g in groups)
-        return total
+        return sum((await lua.evict_counts(self.ctx)).values())
 
     async def _no_objects(self) -> bool:
         return await self._object_count() == 0

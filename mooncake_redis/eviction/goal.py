@@ -1,0 +1,62 @@
+"""What an eviction pass works with (:class:`EvictionDeps`) and when it may stop (:class:`Goal`).
+
+The evictors (radix, orphans, BatchEvict) and the shared leaf write step take these two, never
+the service: they need the context (scripts, keys, config, checkpoints, metrics), the radix
+index (cross-shard unlinks, node reads) and the allocators (frees), nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple
+
+from ..allocation import Allocator
+from ..context import Context
+from ..radix import RadixIndex
+from ..segments import Usage
+from .metrics import EvictionResult
+
+
+class EvictionDeps(NamedTuple):
+    ctx: Context
+    radix: RadixIndex
+    allocator: Allocator
+
+
+class Goal:
+    """When a pass may stop: the used ratio back at or below ``ratio`` (re-read between rounds)
+    with at least ``min_free`` bytes freed; or, for ``max_objects``, that many objects evicted."""
+
+    def __init__(
+        self,
+        read_usage: Callable[[], Awaitable[Usage]],
+        result: EvictionResult,
+        usage: Usage,
+        ratio: float,
+        min_free: int = 0,
+        max_objects: int | None = None,
+    ) -> None:
+        self.read_usage = read_usage
+        self.result = result
+        self.usage = usage
+        self.ratio = ratio
+        self.min_free = min_free
+        self.max_objects = max_objects
+
+    @property
+    def used(self) -> float:
+        return self.usage.ratio
+
+    async def refresh(self) -> None:
+        self.usage = await self.read_usage()
+
+    def need(self) -> tuple[int, int]:
+        """(bytes, objects) still to evict."""
+        if self.max_objects is not None:
+            return 0, max(0, self.max_objects - self.result.evicted_objects)
+        over = self.usage.allocated - int(self.ratio * self.usage.capacity)
+        return max(over, self.min_free - self.result.bytes, 0), 0
+
+    def satisfied(self) -> bool:
+        b, o = self.need()
+        return b <= 0 and o <= 0

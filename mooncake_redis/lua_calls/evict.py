@@ -1,0 +1,254 @@
+"""Wrappers of the eviction scripts on the shard tags.
+
+Writing steps are fenced: they take the lease's (epoch, expiry) and answer ``fenced`` instead
+of writing when a newer epoch reached the shard or the lease is over by Redis time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ..context import Context, ShardItem
+from ..records import FreePair, _s
+from .radix import RawContinuation
+
+Journal = list[tuple[int, str]]  # (shard, journaled unlink step as cjson)
+
+
+class Fence(NamedTuple):
+    epoch: int
+    expires_ms: int
+
+
+class LeafRow(NamedTuple):
+    """An evictable leaf as the candidate reads return it."""
+
+    h: str
+    score: float
+    hits: int
+    nbytes: int
+    objects: int
+    soft: bool
+    parent: str
+    parent_shard: int
+
+
+def _leaf(row: Sequence[Any]) -> LeafRow:
+    h, s, hits, nbytes, objs, soft, parent, pshard = row
+    return LeafRow(
+        _s(h),
+        float(_s(s)),
+        int(float(_s(hits))),
+        int(nbytes),
+        int(objs),
+        bool(int(soft)),
+        _s(parent),
+        int(_s(pshard)),
+    )
+
+
+class Window(NamedTuple):
+    """One shard's next window of its leaf or object index, and where its cursor is now."""
+
+    shard: int
+    rows: list[Any]  # LeafRow (evict_candidates) or ObjectRow (evict_objects_scan)
+    score: str
+    member: str
+    exhausted: bool
+    skipped: dict[str, int]
+
+
+class ObjectRow(NamedTuple):
+    key: str
+    lease_ms: int
+    soft: bool
+    nbytes: int
+
+
+class EvictedLeaf(NamedTuple):
+    status: str  # 'ok' or why not
+    erased: list[str]
+    registered_keys: int
+    nbytes: int
+    parent: str
+    parent_shard: int
+
+
+class FencedCall(NamedTuple):
+    """One node's reply of a fenced writing step."""
+
+    fenced: bool
+    rows: list[tuple[int, Any]]  # (item index, EvictedLeaf / (status, bytes))
+    continuations: list[RawContinuation]
+    frees: list[FreePair]
+    journal: Journal
+
+
+def _all_shards(ctx: Context) -> list[ShardItem]:
+    return [(sh, []) for sh in range(ctx.keys.num_shards)]
+
+
+async def evict_fence(ctx: Context, epoch: int) -> None:
+    """``evict_fence``: every shard's fence up to ``epoch``."""
+    await ctx.run_sharded("evict_fence", _all_shards(ctx), [epoch])
+
+
+async def evict_unlinks_peek(ctx: Context) -> Journal:
+    """``evict_unlinks_peek``: journaled unlink steps an evictor left undone."""
+    items = _all_shards(ctx)
+    journal: Journal = []
+    for idx, reply in await ctx.run_sharded(
+        "evict_unlinks_peek", items, [ctx.config.script_batch_size]
+    ):
+        for i, entries in zip(idx, reply):
+            journal.extend((items[i][0], _s(e)) for e in entries)
+    return journal
+
+
+async def evict_unlinks_ack(ctx: Context, journal: Journal) -> None:
+    """``evict_unlinks_ack``: drops journaled unlink steps once they ran."""
+    if journal:
+        await ctx.run_sharded("evict_unlinks_ack", [(sh, [e]) for sh, e in journal])
+
+
+async def evict_counts(ctx: Context) -> dict[int, int]:
+    """``evict_counts``: objects per shard."""
+    items = _all_shards(ctx)
+    out: dict[int, int] = {}
+    for idx, (_now, groups) in await ctx.run_sharded("evict_counts", items):
+        for i, (objects, _expired) in zip(idx, groups):
+            out[items[i][0]] = int(objects)
+    return out
+
+
+async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, str]]:
+    """``evict_orphans``: (marked ms, shard, root) of each shard's oldest orphan roots."""
+    items = _all_shards(ctx)
+    out = []
+    for idx, reply in await ctx.run_sharded("evict_orphans", items, [per_shard]):
+        for i, flat in zip(idx, reply):
+            for h, ms in zip(flat[::2], flat[1::2]):
+                out.append((int(float(_s(ms))), items[i][0], _s(h)))
+    return out
+
+
+async def evict_candidates(
+    ctx: Context, cursors: Sequence[tuple[int, str, str]], k: int, limit: int
+) -> tuple[int, list[Window]]:
+    """``evict_candidates``: per (shard, cursor score, cursor member) the next window of
+    evictable leaves; also the number of calls made."""
+    items: list[ShardItem] = [(sh, [score, member]) for sh, score, member in cursors]
+    calls = await ctx.run_sharded("evict_candidates", items, [k, limit])
+    out = []
+    for idx, (_now, groups) in calls:
+        for i, (rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy) in zip(idx, groups):
+            skipped = {"lease": int(sk_lease), "hard": int(sk_hard), "busy": int(sk_busy)}
+            leaves = [_leaf(r) for r in rows]
+            out.append(Window(items[i][0], leaves, _s(cs), _s(cm), bool(int(exhausted)), skipped))
+    return len(calls), out
+
+
+async def evict_objects_scan(
+    ctx: Context,
+    cursors: Sequence[tuple[int, str, str]],
+    *,
+    want: int,
+    max_lease: str,
+    limit: int,
+    no_tree: bool,
+) -> tuple[int, list[Window]]:
+    """``evict_objects_scan`` (BatchEvict): each shard's next eligible objects by lease."""
+    items: list[ShardItem] = [(sh, [sc, m, want, max_lease]) for sh, sc, m in cursors]
+    calls = await ctx.run_sharded("evict_objects_scan", items, [limit, 1 if no_tree else 0])
+    out = []
+    for idx, (_now, groups) in calls:
+        for i, (rows, cs, cm, exhausted, sk_tree, sk_busy) in zip(idx, groups):
+            objs = [
+                ObjectRow(
+                    _s(rows[j]),
+                    int(float(_s(rows[j + 1]))),
+                    bool(int(rows[j + 2])),
+                    int(rows[j + 3]),
+                )
+                for j in range(0, len(rows), 4)
+            ]
+            skipped = {"tree": int(sk_tree), "busy": int(sk_busy)}
+            out.append(Window(items[i][0], objs, _s(cs), _s(cm), bool(int(exhausted)), skipped))
+    return len(calls), out
+
+
+async def evict_leaf_info(
+    ctx: Context, nodes: Sequence[tuple[str, int]]
+) -> list[tuple[str, LeafRow | None]]:
+    """``evict_leaf_info``: (status, leaf) of nodes read by name ('ok' when evictable)."""
+    replies = await ctx.run_sharded_items("evict_leaf_info", [(ps, [p]) for p, ps in nodes])
+    return [(_s(st), _leaf(row) if _s(st) == "ok" else None) for st, row in replies]
+
+
+class AncestorRow(NamedTuple):
+    status: str
+    children: int
+    shard: int
+    leaf: LeafRow | None  # when status is 'ok'
+
+
+async def evict_ancestors(
+    ctx: Context, starts: Sequence[tuple[str, int, int]]
+) -> list[list[AncestorRow]]:
+    """``evict_ancestors``: per (node, shard, depth) the chain read upward from the node."""
+    replies = await ctx.run_sharded_items("evict_ancestors", [(ps, [p, d]) for p, ps, d in starts])
+    return [
+        [
+            AncestorRow(_s(st), int(ch), int(sh), _leaf(row) if _s(st) == "ok" else None)
+            for st, ch, sh, row in chain
+        ]
+        for chain in replies
+    ]
+
+
+def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall]:
+    out = []
+    for idx, reply in calls:
+        if int(reply[0]) == 0:
+            out.append(FencedCall(True, [], [], [], []))
+            continue
+        rows: list[tuple[int, Any]] = []
+        if leaves:
+            _, raw, cs, fs, _now, js = reply
+            for i, (st, erased, nkeys, nbytes, parent, pshard) in zip(idx, raw):
+                keys = [_s(k) for k in erased]
+                row = EvictedLeaf(
+                    _s(st), keys, int(nkeys), int(nbytes), _s(parent), int(_s(pshard))
+                )
+                rows.append((i, row))
+            journal = [(int(sh), _s(e)) for sh, e in js]
+        else:
+            _, raw, cs, fs, _now = reply
+            rows = [(i, (_s(st), int(nbytes))) for i, (st, nbytes) in zip(idx, raw)]
+            journal = []
+        frees = [(int(sh), _s(e)) for sh, e in fs]
+        out.append(FencedCall(False, rows, list(cs), frees, journal))
+    return out
+
+
+async def evict_leaves(
+    ctx: Context, fence: Fence, leaves: Sequence[tuple[int, str]], allow_soft: bool
+) -> list[FencedCall]:
+    """``evict_leaves``: evicts (shard, hash) leaves, each with all its keys."""
+    calls = await ctx.run_sharded(
+        "evict_leaves", [(sh, [h]) for sh, h in leaves], [*fence, 1 if allow_soft else 0]
+    )
+    return _fenced(calls, leaves=True)
+
+
+async def evict_keys(
+    ctx: Context, fence: Fence, keys: Sequence[tuple[int, str]], *, allow_soft: bool, no_tree: bool
+) -> list[FencedCall]:
+    """``evict_keys`` (BatchEvict): erases (shard, key) objects; rows are (status, bytes)."""
+    calls = await ctx.run_sharded(
+        "evict_keys",
+        [(sh, [k]) for sh, k in keys],
+        [*fence, 1 if allow_soft else 0, 1 if no_tree else 0],
+    )
+    return _fenced(calls, leaves=False)

@@ -1,0 +1,104 @@
+"""Wrappers of the put scripts on the shard tags: the commit step and the no-buffer check."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ..context import Context, ShardItem
+from ..records import _s
+from .radix import RawContinuation
+
+
+class Commit(NamedTuple):
+    """One put's commit in its object shard (``put_start``)."""
+
+    shard: int
+    key: str
+    put_id: str
+    client_id: str
+    size: int
+    soft_pin: bool
+    hard_pin: bool
+    replicas: list[dict[str, Any]]  # records with u64 values as hex strings
+    prefix: str
+    parent: str  # '' = none
+    generation: int  # the parent link's (0 = none)
+    checked: bool  # the cycle check was done
+
+
+class Committed(NamedTuple):
+    code: int  # 0, a Mooncake code, or CHECK_CYCLE (nothing written: check, send again)
+    message: str
+    replica_ids: list[int]
+    adopted: bool  # failed, but the node already names the parent: keep the edge
+
+
+class Precheck(NamedTuple):
+    """Why a put got no buffer (``put_precheck``)."""
+
+    shard: int
+    key: str
+    prefix: str
+    parent: str
+    generation: int
+
+
+class Prechecked(NamedTuple):
+    exists: bool  # the key exists (and its put is not stale)
+    adopted: bool
+
+
+async def put_start(
+    ctx: Context, commits: Sequence[Commit], radix: bool
+) -> tuple[list[Committed], list[RawContinuation]]:
+    """``put_start``: one reply per commit, and the continuations of edges it replaced."""
+    c = ctx.config
+    head = [
+        c.num_shards,
+        c.alloc_commit_deadline_ms,
+        c.put_start_discard_timeout_ms,
+        c.put_start_release_timeout_ms,
+        c.default_kv_soft_pin_ttl_ms,
+        1 if radix else 0,
+    ]
+    items: list[ShardItem] = [
+        (
+            x.shard,
+            [
+                x.key,
+                x.put_id,
+                x.client_id,
+                str(x.size),
+                1 if x.soft_pin else 0,
+                1 if x.hard_pin else 0,
+                json.dumps(x.replicas, separators=(",", ":")),
+                x.prefix,
+                x.parent,
+                ctx.keys.shard_of(x.parent) if x.parent else -1,
+                x.generation,
+                1 if x.checked else 0,
+            ],
+        )
+        for x in commits
+    ]
+    replies: list[Committed] = [Committed(0, "", [], False)] * len(items)
+    conts: list[RawContinuation] = []
+    for idx, (rs, cs) in await ctx.run_sharded("put_start", items, head):
+        for i, (code, msg, ids, adopted) in zip(idx, rs):
+            replies[i] = Committed(
+                int(code), _s(msg), [int(_s(x)) for x in ids], bool(int(adopted))
+            )
+        conts.extend(cs)
+    return replies, conts
+
+
+async def put_precheck(ctx: Context, checks: Sequence[Precheck]) -> list[Prechecked]:
+    """``put_precheck``: whether each key exists, and whether its node adopted the edge."""
+    replies = await ctx.run_sharded_items(
+        "put_precheck",
+        [(x.shard, [x.key, x.prefix, x.parent, x.generation]) for x in checks],
+        [ctx.config.put_start_discard_timeout_ms],
+    )
+    return [Prechecked(bool(int(hit)), bool(int(adopted))) for hit, adopted in replies]

@@ -1,0 +1,186 @@
+"""Wrappers of the object-store scripts on the shard tags (batched per node by the context).
+
+Erasing scripts (``remove``, ``put_revoke``, ``segment_drop``, ``janitor_shard``) reply the
+cross-shard continuations and the buffer frees along with their per-item results: the caller
+runs the unlinks and applies the frees (:meth:`~mooncake_redis.puts.Puts.run_erase`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ..context import Context, ShardItem
+from ..errors import MooncakeError
+from ..records import FreePair, _s
+from .radix import RawContinuation
+
+
+class Result(NamedTuple):
+    """A per-item {code, message}; code 0 is success."""
+
+    code: int
+    message: str
+
+    def error(self) -> MooncakeError | None:
+        return None if self.code == 0 else MooncakeError(self.code, self.message)
+
+
+class Erased(NamedTuple):
+    results: list[Result]  # one per item, in items order
+    continuations: list[RawContinuation]
+    frees: list[FreePair]
+
+
+class ReplicaList(NamedTuple):
+    code: int
+    message: str
+    replicas: list[dict[str, Any]]  # the records (u64 fields as hex strings)
+
+
+class Reclaimed(NamedTuple):
+    """What a batch of janitor or drop steps did, with the unlinks and frees to finish."""
+
+    first: int  # discarded puts (janitor_shard) / replicas dropped (segment_drop)
+    second: int  # released buffers / objects erased
+    continuations: list[RawContinuation]
+    frees: list[FreePair]
+
+
+def _frees(raw: Sequence[Any]) -> list[FreePair]:
+    return [(int(sh), _s(e)) for sh, e in raw]
+
+
+def _key_items(ctx: Context, keys: Sequence[str], *extra: Any) -> list[ShardItem]:
+    return [(ctx.shard_of_key(k), [k, *extra]) for k in keys]
+
+
+async def get_replicas(ctx: Context, keys: Sequence[str]) -> list[ReplicaList]:
+    """``get_replicas``: each key's replica records, granting a lease (and soft pin)."""
+    c = ctx.config
+    replies = await ctx.run_sharded_items(
+        "get_replicas",
+        _key_items(ctx, keys),
+        [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms],
+    )
+    out = []
+    for r in replies:
+        code = int(r[0])
+        out.append(ReplicaList(code, _s(r[1]), json.loads(_s(r[2])) if code == 0 else []))
+    return out
+
+
+async def exist(ctx: Context, keys: Sequence[str]) -> list[bool]:
+    """``exist``: True only with a COMPLETE replica; a hit grants a lease."""
+    c = ctx.config
+    replies = await ctx.run_sharded_items(
+        "exist", _key_items(ctx, keys), [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
+    )
+    return [bool(int(r)) for r in replies]
+
+
+async def objects_complete(ctx: Context) -> dict[str, str]:
+    """``objects_complete``: key -> put id of every COMPLETE object, one call per node."""
+    items: list[ShardItem] = [(sh, []) for sh in range(ctx.keys.num_shards)]
+    out: dict[str, str] = {}
+    for _, reply in await ctx.run_sharded("objects_complete", items):
+        for flat in reply:
+            out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
+    return out
+
+
+async def put_end(ctx: Context, keys: Sequence[str], client_id: str) -> list[Result]:
+    """``put_end``: each key's PROCESSING replicas become COMPLETE."""
+    replies = await ctx.run_sharded_items("put_end", _key_items(ctx, keys, client_id))
+    return [Result(int(code), _s(msg)) for code, msg in replies]
+
+
+async def _erase(
+    ctx: Context, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
+) -> Erased:
+    results: list[Result] = [Result(0, "")] * len(items)
+    conts: list[RawContinuation] = []
+    frees: list[FreePair] = []
+    for idx, (replies, cs, fs) in await ctx.run_sharded(script, items, head):
+        for i, r in zip(idx, replies):
+            results[i] = Result(int(r[0]), _s(r[1]))
+        conts.extend(cs)
+        frees.extend(_frees(fs))
+    return Erased(results, conts, frees)
+
+
+async def put_revoke(ctx: Context, keys: Sequence[str], client_id: str) -> Erased:
+    """``put_revoke``: erases each key's PROCESSING put of ``client_id``."""
+    return await _erase(ctx, "put_revoke", _key_items(ctx, keys, client_id))
+
+
+async def remove(ctx: Context, keys: Sequence[str], *, skip: bool, force: bool) -> Erased:
+    """``remove``: ``skip`` passes over leased or incomplete objects (the regex and remove-all
+    RPCs) instead of answering their error; ``force`` ignores leases."""
+    head = ["skip" if skip else "strict", 1 if force else 0]
+    return await _erase(ctx, "remove", _key_items(ctx, keys), head)
+
+
+async def outbox_peek(ctx: Context) -> list[FreePair]:
+    """``outbox_peek``: up to a batch of pending frees of every shard's outbox."""
+    items: list[ShardItem] = [(s, []) for s in range(ctx.keys.num_shards)]
+    frees: list[FreePair] = []
+    for idx, reply in await ctx.run_sharded("outbox_peek", items, [ctx.config.script_batch_size]):
+        for i, entries in zip(idx, reply):
+            frees.extend((items[i][0], _s(e)) for e in entries)
+    return frees
+
+
+async def outbox_ack(ctx: Context, frees: Sequence[FreePair]) -> None:
+    """``outbox_ack``: drops applied frees from their shards' outboxes."""
+    await ctx.run_sharded("outbox_ack", [(sh, [e]) for sh, e in frees])
+
+
+async def janitor_shard(ctx: Context) -> tuple[Reclaimed, bool]:
+    """``janitor_shard`` on every shard: discards stale puts, releases due buffers. Also
+    whether a shard hit the per-call limit (call again)."""
+    c = ctx.config
+    limit = c.script_batch_size
+    items: list[ShardItem] = [(s, []) for s in range(c.num_shards)]
+    total = Reclaimed(0, 0, [], [])
+    more = False
+    for _, (d, r, cs, fs) in await ctx.run_sharded(
+        "janitor_shard",
+        items,
+        [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit],
+    ):
+        more = more or int(d) >= limit or int(r) >= limit
+        total.continuations.extend(cs)
+        total.frees.extend(_frees(fs))
+        total = total._replace(first=total.first + int(d), second=total.second + int(r))
+    return total, more
+
+
+class AllocRef(NamedTuple):
+    """An allocation record's owner object and the buffer it names."""
+
+    key: str
+    segment_id: str
+    offset: str  # u64 hex
+    put_id: str
+
+
+async def owner_check(ctx: Context, refs: Sequence[AllocRef]) -> list[bool]:
+    """``owner_check``: whether each buffer is referenced by its owner (or its free is due)."""
+    replies = await ctx.run_sharded_items(
+        "owner_check", [(ctx.shard_of_key(r.key), list(r)) for r in refs]
+    )
+    return [bool(int(x)) for x in replies]
+
+
+async def segment_drop(ctx: Context, refs: Sequence[AllocRef]) -> Reclaimed:
+    """``segment_drop``: drops the replicas an unmounting segment's records name."""
+    total = Reclaimed(0, 0, [], [])
+    for _, (dropped, erased, cs, fs) in await ctx.run_sharded(
+        "segment_drop", [(ctx.shard_of_key(r.key), list(r)) for r in refs]
+    ):
+        total.continuations.extend(cs)
+        total.frees.extend(_frees(fs))
+        total = total._replace(first=total.first + int(dropped), second=total.second + int(erased))
+    return total
