@@ -21,7 +21,6 @@ ordered so that a crash between two steps leaves only a state something reclaims
 from __future__ import annotations
 
 from .allocation import SEGMENT_CACHE_S, AllocationMixin
-from .fsck_store import check_store  # importing it registers the store's fsck checks
 from .janitor import JanitorMixin, JanitorReport
 from .objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S, ObjectsMixin
 from .puts import ConfigArg
@@ -42,7 +41,6 @@ __all__ = [
     "StoreMixin",
     "_err",
     "_s",
-    "check_store",
     "parse_alloc_record",
     "parse_entry",
 ]
