@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from mooncake_redis.cli.replay import add_replay_parser
 from mooncake_redis.replay import ReplayOptions, TargetOptions, create_target, replay
-from mooncake_redis.replay.cli import add_replay_parser
 from mooncake_redis.replay.leafcache import LeafCache
 from mooncake_redis.replay.policies import make_policy, policy_names
 from mooncake_redis.replay.segmented import Arc, S3Fifo, TwoQ

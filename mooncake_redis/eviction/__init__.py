@@ -5,7 +5,7 @@
 - :mod:`.batch_evict`: Mooncake's BatchEvict (radix disabled, and the no-tree fallback);
 - :mod:`.coordinator`: the evictor lease with a fencing epoch, the evictor/janitor loop;
 - :mod:`.mixin`: ``EvictionMixin`` (``evict_once``, ``usage``, ``eviction_coordinator``);
-- :mod:`.commands`: ``mooncake-redis evictor``; :mod:`.bench`: ``bench-eviction``.
+- :mod:`..cli.evictor`: ``mooncake-redis evictor``; :mod:`..bench.eviction`: ``bench-eviction``.
 """
 
 from .coordinator import EvictionCoordinator, EvictorLease, LeaseLost

@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..cli_common import add_redis_url, choice_list, describe_store, redis_url
+from .common import add_redis_url, choice_list, describe_store, redis_url
 
 SECTIONS = (
     "prefix", "throughput", "workers", "roundtrips", "memory", "eviction", "codec", "wire"
@@ -33,16 +33,16 @@ SECTIONS = (
 def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]] | None:
     url = args.redis_url
     if name == "prefix":
-        from .prefix import bench_prefix
+        from ..bench.prefix import bench_prefix
 
         sizes = (10_000, 100_000) if args.quick else (10_000, 1_000_000)
         return lambda: bench_prefix(url, sizes)
     if name == "throughput":
-        from .throughput import bench_throughput
+        from ..bench.throughput import bench_throughput
 
         return lambda: bench_throughput(url, n_batches=50 if args.quick else 200)
     if name == "workers":
-        from ..server.bench import run_bench
+        from ..bench.workers import run_bench
 
         async def workers() -> Any:
             # Worker processes share the store: the embedded one is served to them over TCP.
@@ -58,25 +58,25 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
         seconds = 1.0 if args.quick else 3.0
         return workers
     if name == "roundtrips":
-        from .throughput import bench_round_trips
+        from ..bench.throughput import bench_round_trips
 
         return lambda: bench_round_trips(url)
     if name == "memory":
-        from .memory import bench_memory
+        from ..bench.memory import bench_memory
 
         return lambda: bench_memory(url, objects=20_000 if args.quick else 100_000)
     if name == "codec":
-        from .wire import bench_codec
+        from ..bench.wire import bench_codec
 
         return lambda: asyncio.to_thread(bench_codec)
     if name == "wire":
-        from .wire import bench_wire
+        from ..bench.wire import bench_wire
 
         if args.quick:
             return lambda: bench_wire(url, seconds=0.3, rounds=1)
         return lambda: bench_wire(url, seconds=3.0, rounds=2)
     if name == "eviction":
-        from ..eviction.bench import run as run_eviction
+        from ..bench.eviction import run as run_eviction
 
         tree_sizes = "2000,20000" if args.quick else "20000,200000"
         ns = argparse.Namespace(
@@ -113,7 +113,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         results[name] = await fn()
         if not args.json:
-            from .tables import section_tables
+            from ..bench.tables import section_tables
 
             for table in section_tables(name, results[name]):
                 Console().print(table)

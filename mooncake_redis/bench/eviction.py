@@ -7,7 +7,7 @@ times, and prints the median times and their ratio. Close figures are the point:
 one bounded window per shard and then works only on what it evicts.
 
     mooncake-redis bench-eviction --redis-url redis://127.0.0.1:6379 --sizes 20000,200000
-    python -m mooncake_redis.eviction.bench [options]
+    python -m mooncake_redis.bench.eviction [options]
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..cli_common import add_redis_url, positive_int, positive_int_list, scoring
+    from ..cli.common import add_redis_url, positive_int, positive_int_list, scoring
 
     add_redis_url(
         p, help="Redis to measure (default: the embedded store; env MOONCAKE_REDIS_REDIS_URL)"
@@ -184,7 +184,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main_args(args: argparse.Namespace) -> int:
-    from ..cli_common import redis_url
+    from ..cli.common import redis_url
 
     args.redis_url = redis_url(getattr(args, "redis_url", None))
     out = asyncio.run(run(args))
@@ -206,9 +206,9 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli_common import Parser
+    from ..cli.common import Parser
 
-    p = Parser(prog="python -m mooncake_redis.eviction.bench", description=DESCRIPTION)
+    p = Parser(prog="python -m mooncake_redis.bench.eviction", description=DESCRIPTION)
     add_arguments(p)
     return main_args(p.parse_args(argv))
 
