@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from mooncake_redis.replay.leafcache import LeafCache, Node
-from mooncake_redis.replay.policies import Tiered
+from mooncake_redis.replay.tiered import Tiered
 
 K = TypeVar("K", bound=Hashable)
 

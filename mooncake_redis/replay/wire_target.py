@@ -22,7 +22,7 @@ from ..config import Config
 from ..server.fleet import WorkerFleet, free_port
 from ..service import MasterService
 from .mooncake_target import MooncakeTarget
-from .redis_target import store_config
+from .store_config import store_config
 from .target import ReplayTarget, TargetOptions
 
 

@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import MooncakeError
 from ..server.fleet import WorkerFleet
 from ..service import MasterService
-from .redis_target import CLIENT, store_config
+from .store_config import CLIENT, store_config
 from .target import PutItem, TargetOptions
 
 PASSES_METRIC = "master_successful_evictions_total"
