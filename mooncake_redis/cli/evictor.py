@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--no-janitor", action="store_true", help="evict only, leave the janitor")
     p.set_defaults(func=run_evictor)
-    from ..bench.eviction import register as register_bench
+    from .bench_eviction import register as register_bench
 
     register_bench(subparsers)
 
