@@ -1,5 +1,6 @@
-"""Our store's configuration for a replay and the one client id the replay runs as: the same for
-the in-process library, the worker processes and the wire front end."""
+"""What the replay's targets on our store share (the in-process library, the worker processes,
+the wire front end): the store's configuration, the one client id the replay runs as, and the
+counters read from the workers' /metrics and the shard totals."""
 
 from __future__ import annotations
 
@@ -23,3 +24,26 @@ def store_config(options: TargetOptions, url: str) -> Config:
         eviction_high_watermark_ratio=options.eviction_high_watermark_ratio,
         eviction_ratio=options.eviction_ratio,
     )
+
+
+# Eviction passes: each worker counts those it ran while it held the evictor lease.
+PASSES_METRIC = "master_successful_evictions_total"
+
+
+def passes_in(metrics_text: str) -> int:
+    """The eviction passes one worker's /metrics page reports."""
+    return sum(
+        int(float(line.split()[1]))
+        for line in metrics_text.splitlines()
+        if line.startswith(PASSES_METRIC + " ")
+    )
+
+
+def eviction_counters(passes: int, totals: dict[str, int]) -> dict[str, int]:
+    """A target's ``counters()`` from the passes and the shards' ``evicted_*`` totals."""
+    return {
+        "evictions": passes,
+        "evicted_keys": totals["evicted_keys"],
+        "bytes_evicted": totals["evicted_bytes"],
+        "removed": 0,
+    }
