@@ -1,4 +1,4 @@
-"""``mooncake-redis chaos``: the chaos run of :mod:`.chaos` from the command line."""
+"""``mooncake-redis chaos``: the chaos run of :mod:`..testing.chaos` from the command line."""
 
 from __future__ import annotations
 

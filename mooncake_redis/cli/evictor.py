@@ -1,5 +1,5 @@
 """``mooncake-redis evictor``: a dedicated evictor (and janitor) process, or one pass now; its
-help is DESCRIPTION below. Also mounts ``bench-eviction`` (see :mod:`.bench`).
+help is DESCRIPTION below. Also mounts ``bench-eviction`` (see :mod:`.bench_eviction`).
 """
 
 from __future__ import annotations
