@@ -1,6 +1,6 @@
-"""Invariant checks over the whole namespace, and the repairs the protocol allows.
+"""fsck's radix checks and the radix repair (which also fixes the orphan index).
 
-The radix part checks invariant 5 (every key in the node its prefix names), the edge structure
+They check invariant 5 (every key in the node its prefix names), the edge structure
 that invariant 1 rests on (a parent lists every child that names it), the leaf index, and reports
 dangling edges (a parent lists a child that does not exist or names another parent): the only
 state a crash between two steps of link/unlink can leave. Repair drops dangling edges older than
