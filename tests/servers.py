@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from mooncake_redis.redis_servers import (
+from mooncake_redis.testing.redis_servers import (
     RedisProcess,
     free_port,
     free_port_block,

@@ -24,10 +24,10 @@ import pytest
 
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
 from mooncake_redis.backend import Backend
-from mooncake_redis.chaos import snapshot
 from mooncake_redis.cli import main as cli_main
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.testing.probes import snapshot
 from tests.helpers import h, hashes_in_shard
 from tests.servers import RedisProcess, free_port
 

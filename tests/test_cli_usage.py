@@ -265,7 +265,7 @@ def test_every_command_reads_one_url_variable(
 def test_old_url_variable_still_works_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import mooncake_redis.cli_common as common
+    import mooncake_redis.cli.common as common
 
     monkeypatch.delenv("MOONCAKE_REDIS_REDIS_URL", raising=False)
     port = free_port()
@@ -280,7 +280,7 @@ def test_old_url_variable_still_works_with_a_warning(
 def test_fsck_on_the_embedded_store_says_it_is_empty(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import mooncake_redis.cli_common as common
+    import mooncake_redis.cli.common as common
 
     monkeypatch.setattr(common, "_warned", set())
     monkeypatch.delenv("MOONCAKE_REDIS_REDIS_URL", raising=False)

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from mooncake_redis.cli import build_parser
+from mooncake_redis.cli.options import known_env_names
 from mooncake_redis.config import Config
-from mooncake_redis.server.cliopts import known_env_names
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 

@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 
 from mooncake_redis import Config, MasterService, MooncakeError
-from mooncake_redis.chaos import complete_objects, wipe
 from mooncake_redis.fsck import ALLOWED_KINDS, fsck
 from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.testing.probes import complete_objects, wipe
 from tests.conftest import _cleanup
 from tests.helpers import hashes_in_shard
 

@@ -16,8 +16,8 @@ and successful writes are reached and not only the library's input checks. Per r
 - schemathesis's checks: ``not_a_server_error``, ``status_code_conformance``,
   ``content_type_conformance`` and ``response_schema_conformance``;
 - no state change from a rejected request: a request answered 4xx leaves the namespace exactly as
-  it was (every key and value, :func:`mooncake_redis.chaos.snapshot`). Batch RPCs answer 200
-  with per-item errors; those are not rejections and may change state.
+  it was (every key and value, :func:`mooncake_redis.testing.probes.snapshot`). Batch RPCs
+  answer 200 with per-item errors; those are not rejections and may change state.
 
 ``MCR_HTTP_FUZZ_EXAMPLES`` raises the number of fuzzed examples per operation (default 6).
 """
@@ -39,9 +39,9 @@ from hypothesis import strategies as st
 from schemathesis import checks
 
 from mooncake_redis import Config, ErrorCode
-from mooncake_redis.chaos import snapshot_diff
 from mooncake_redis.server.app import ServerSettings, create_app
 from mooncake_redis.server.schemas import http_status
+from mooncake_redis.testing.probes import snapshot_diff
 from tests.helpers import h
 
 EXAMPLES = int(os.environ.get("MCR_HTTP_FUZZ_EXAMPLES", "6"))
@@ -174,8 +174,9 @@ def seeded(target: Target) -> Target:
 
 
 async def fast_snapshot(t: Target) -> dict[str, Any]:
-    """Key -> (type, value) of the whole namespace, as :func:`mooncake_redis.chaos.snapshot`
-    (shard stats counters at 0 count as absent) but in two pipelined round trips."""
+    """Key -> (type, value) of the whole namespace, as
+    :func:`mooncake_redis.testing.probes.snapshot` (shard stats counters at 0 count as absent)
+    but in two pipelined round trips."""
     svc = t.app.state.worker.svc()
     client = svc.backend.client
     keys = sorted({k async for k in client.scan_iter(match="{" + svc.config.namespace + ":*")})

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
-from mooncake_redis.chaos import snapshot, snapshot_diff, wipe
 from mooncake_redis.fsck import fsck
 from mooncake_redis.keys import shard_hash
 from mooncake_redis.prefix import HASH_LEN, check_key, extract_prefix
+from mooncake_redis.testing.probes import snapshot, snapshot_diff, wipe
 from tests.helpers import h, hashes_in_shard
 
 EXAMPLES = int(os.environ.get("MCR_FUZZ_EXAMPLES", "15"))

@@ -392,7 +392,7 @@ async def test_docs_page_and_assets_load_offline(token: str | None) -> None:
 
 
 def test_serve_runs_on_uvloop_and_httptools() -> None:
-    from mooncake_redis.server.commands import event_loop_and_parser
+    from mooncake_redis.cli.serve import event_loop_and_parser
 
     assert event_loop_and_parser() == ("uvloop", "httptools")  # uvicorn[standard]
 

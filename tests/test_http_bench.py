@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mooncake_redis import ErrorCode, MooncakeError
-from mooncake_redis.server.bench import BATCH, BenchFailure, check_exists, check_puts
-from mooncake_redis.server.bench_http import route_section
+from mooncake_redis.bench.http_layer import route_section
+from mooncake_redis.bench.workers import BATCH, BenchFailure, check_exists, check_puts
 
 
 def test_checks_refuse_failed_or_empty_calls() -> None:

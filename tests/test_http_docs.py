@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mooncake_redis.server.cliopts import ENV_OPTIONS, config_table
+from mooncake_redis.cli.options import ENV_OPTIONS, config_table
 from mooncake_redis.server.schemas import RPCS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -19,6 +19,6 @@ def test_every_endpoint_is_documented() -> None:
 
 def test_configuration_table_is_generated_from_config() -> None:
     text = (DOCS / "operations.md").read_text()
-    assert config_table() in text, "regenerate with mooncake_redis.server.cliopts.config_table()"
+    assert config_table() in text, "regenerate with mooncake_redis.cli.options.config_table()"
     for var in ENV_OPTIONS.values():
         assert f"`{var}`" in text, var

@@ -3,7 +3,8 @@
 Random sequences of puts (with radix parents, pins, replica counts), put ends and revokes,
 reads, exists, removes (forced or not), Path B registrations and unregistrations, node queries,
 janitor runs, forced eviction passes and explicit time steps run against
-:class:`mooncake_redis.model.Model` and a MasterService on fakeredis and on the real Redis.
+:class:`mooncake_redis.testing.reference_model.Model` and a MasterService on fakeredis and on the
+real Redis.
 Every answer is compared; the full state (objects, radix nodes, allocated bytes per segment) is
 compared at check points and at the end, and fsck must be clean.
 
@@ -31,10 +32,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from mooncake_redis import Config, MasterService, MooncakeError
-from mooncake_redis.chaos import wipe
 from mooncake_redis.fsck import fsck, load_nodes
-from mooncake_redis.model import Answer, Model
 from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.testing.probes import wipe
+from mooncake_redis.testing.reference_model import Answer, Model
 from tests.helpers import h
 from tests.servers import ensure_standalone, standalone_url
 

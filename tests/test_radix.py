@@ -318,7 +318,8 @@ async def test_fsck_finds_and_repairs_a_wrong_leaf_index(service: MasterService)
     assert all(p.repaired for p in report.problems)
     await assert_clean(service)
     # What a live store changed between fsck's two reads is not reported.
-    from mooncake_redis.fsck import FsckReport, _confirm_leaf_index
+    from mooncake_redis.fsck import FsckReport
+    from mooncake_redis.fsck.radix import _confirm_leaf_index
 
     stale = FsckReport()
     stale.add("leaf_index", C, "read as a leaf, then missing from the index")

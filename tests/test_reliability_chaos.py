@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from mooncake_redis.chaos import ChaosOptions, _drop_namespace, run_chaos
+from mooncake_redis.testing.chaos import ChaosOptions, _drop_namespace, run_chaos
 
 FIGURES = os.environ.get("MCR_RELIABILITY_FIGURES")
 

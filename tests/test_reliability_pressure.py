@@ -23,9 +23,9 @@ import pytest
 import redis
 
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
-from mooncake_redis.chaos import complete_objects
 from mooncake_redis.fsck import ALLOWED_KINDS, fsck
 from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.testing.probes import complete_objects
 from tests.helpers import h
 from tests.servers import RedisProcess, free_port
 

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from mooncake_redis import Config, MasterService
-from mooncake_redis.chaos import complete_objects
 from mooncake_redis.errors import ErrorCode, MooncakeError
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.testing.probes import complete_objects
 from tests.helpers import h
 from tests.servers import RedisProcess, free_port
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mooncake_redis.cli.replay import add_demo_parser, add_replay_parser
 from mooncake_redis.replay import (
     PutItem,
     ReplayOptions,
@@ -19,7 +20,6 @@ from mooncake_redis.replay import (
     register_target,
     replay,
 )
-from mooncake_redis.replay.cli import add_demo_parser, add_replay_parser
 from mooncake_redis.replay.metrics import analyse, percentile
 from mooncake_redis.replay.report import plot_capacity, results_json, results_table
 from mooncake_redis.replay.synth import SynthConfig, generate

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+from mooncake_redis.cli.replay import add_replay_parser
+from mooncake_redis.cli.replay_run import default_target
 from mooncake_redis.replay import ReplayOptions, TargetOptions, create_target, load_trace, replay
-from mooncake_redis.replay.cli import add_replay_parser, default_target
 from mooncake_redis.replay.mooncake_target import (
     MooncakeMaster,
     MooncakeTarget,

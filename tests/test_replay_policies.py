@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from mooncake_redis.cli.replay import add_replay_parser
 from mooncake_redis.replay import ReplayOptions, TargetOptions, create_target, replay
-from mooncake_redis.replay.cli import add_replay_parser
 from mooncake_redis.replay.leafcache import LeafCache
 from mooncake_redis.replay.policies import make_policy, policy_names
 from mooncake_redis.replay.segmented import Arc, S3Fifo, TwoQ
 from mooncake_redis.replay.study import simulate
-from mooncake_redis.replay.synth import SynthConfig, generate, shape_names, synthesize
+from mooncake_redis.replay.synth import SynthConfig, generate
+from mooncake_redis.replay.synth_shapes import shape_names, synthesize
 from mooncake_redis.replay.trace import TraceRecord, dump_trace
 
 POLICY_SPECS = [*policy_names(), "lru-freq:100", "lru-refs:0.5", "2q:0.1", "s3fifo:0.2"]

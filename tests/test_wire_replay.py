@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from mooncake_redis import Config, MasterService
+from mooncake_redis.cli.replay import add_replay_parser
 from mooncake_redis.fsck import fsck
 from mooncake_redis.replay import ReplayOptions, TargetOptions, create_target, load_trace, replay
-from mooncake_redis.replay.cli import add_replay_parser
 from mooncake_redis.replay.trace import blocks_for
 from mooncake_redis.replay.wire_target import FleetMaster
 from mooncake_redis.server.fleet import WorkerFleet, free_port

@@ -7,7 +7,7 @@
 - :mod:`.batch_evict`: Mooncake's BatchEvict (radix disabled, and the no-tree fallback);
 - :mod:`.coordinator`: the evictor lease with a fencing epoch, the evictor/janitor loop;
 - :mod:`.passes`: ``Eviction``, the part of the service (``evict_once``, the coordinator);
-- :mod:`.commands`: ``mooncake-redis evictor``; :mod:`.bench`: ``bench-eviction``.
+- :mod:`..cli.evictor`: ``mooncake-redis evictor``; :mod:`..bench.eviction`: ``bench-eviction``.
 
 Nothing is imported here: the service's context imports :mod:`.metrics`, so this package's
 ``__init__`` must not pull in the parts that import the context.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from mooncake_redis.replay.leafcache import LeafCache, Node
-from mooncake_redis.replay.policies import Tiered
+from mooncake_redis.replay.tiered import Tiered
 
 K = TypeVar("K", bound=Hashable)
 
@@ -75,6 +75,15 @@ class Segments(Generic[K]):
 
     def take(self, seg: int) -> None:
         heapq.heappop(self.heaps[seg])
+
+    def pop_from(self, first: int) -> Node[K] | None:
+        """The head of segment ``first``, else of the other one, taken out of its heap."""
+        for seg in (first, 1 - first):
+            node = self.head(seg)
+            if node is not None:
+                self.take(seg)
+                return node
+        return None
 
     # -- LeafPolicy events shared by all ----------------------------------------------------
     def covered(self, node: Node[K]) -> None:
@@ -138,13 +147,7 @@ class TwoQ(Segments[K]):
             self.place(node, 1, float(self.c.clock))
 
     def pop(self) -> Node[K] | None:
-        first = 0 if self.size[0] > self.kin * self.blocks() else 1
-        for seg in (first, 1 - first):
-            node = self.head(seg)
-            if node is not None:
-                self.take(seg)
-                return node
-        return None
+        return self.pop_from(0 if self.size[0] > self.kin * self.blocks() else 1)
 
     def evicted(self, node: Node[K]) -> None:
         super().evicted(node)
@@ -182,13 +185,7 @@ class Arc(Segments[K]):
         self.place(node, 1, float(self.c.clock))
 
     def pop(self) -> Node[K] | None:
-        first = 0 if self.size[0] > self.p else 1
-        for seg in (first, 1 - first):
-            node = self.head(seg)
-            if node is not None:
-                self.take(seg)
-                return node
-        return None
+        return self.pop_from(0 if self.size[0] > self.p else 1)
 
     def evicted(self, node: Node[K]) -> None:
         super().evicted(node)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from mooncake_redis.replay.leafcache import LeafCache
 from mooncake_redis.replay.policies import make_policy
-from mooncake_redis.replay.synth import synthesize
+from mooncake_redis.replay.synth_shapes import synthesize
 from mooncake_redis.replay.trace import TraceRecord, load_trace
 
 TRACE = Path("/work/shared/traces/conversation_trace.jsonl")

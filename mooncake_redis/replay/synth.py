@@ -3,8 +3,9 @@ study (``mooncake-redis replay --synth SHAPE``).
 
 ``generate(SynthConfig)`` is the multi-turn shape: a few hot system prompts shared by everyone,
 conversations whose every turn extends their own previous chain (so chains get deep, over 100
-blocks for the long ones), interleaved arrivals. The other shapes live in ``synth_shapes`` and
-are listed in ``SHAPES``; every shape is a pure function of its config and seed.
+blocks for the long ones), interleaved arrivals. The other shapes, and the table of all of them
+by name (``synthesize``, ``shape_names``), live in ``synth_shapes``; every shape is a pure
+function of its config and seed.
 
 Partial tails: a FAST'25 trace names the last, partly filled 512-token block of a prompt too,
 and the next turn cannot reuse it (it is a different block once filled). An engine that stores
@@ -15,7 +16,6 @@ each request; the HiCache-style shapes leave it off by default.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from mooncake_redis.replay.trace import TraceRecord
@@ -96,39 +96,3 @@ def generate(config: SynthConfig | None = None) -> list[TraceRecord]:
             out.add(t, chain)
             t += rng.randint(*cfg.think_time_ms)
     return out.records()
-
-
-Shape = Callable[[int, float], list[TraceRecord]]
-"""(seed, scale) -> records; scale 1 is the study size (about 100k-300k block references)."""
-
-
-def _multi_turn(seed: int, scale: float) -> list[TraceRecord]:
-    return generate(
-        SynthConfig(
-            seed=seed,
-            conversations=max(1, round(1_200 * scale)),
-            system_prompts=12,
-            duration_ms=max(1, round(3_600_000 * scale)),
-            think_time_ms=(5_000, 300_000),
-        )
-    )
-
-
-def _shapes() -> dict[str, Shape]:
-    from mooncake_redis.replay import synth_shapes as s
-
-    return {"multi-turn": _multi_turn, **s.SHAPES}
-
-
-def shape_names() -> list[str]:
-    return list(_shapes())
-
-
-def synthesize(shape: str, seed: int = 0, scale: float = 1.0) -> list[TraceRecord]:
-    """A named shape (``shape_names()``); ValueError for an unknown one."""
-    make = _shapes().get(shape)
-    if make is None:
-        raise ValueError(f"unknown synthetic shape {shape!r}; expected one of {shape_names()}")
-    if not scale > 0:
-        raise ValueError(f"scale must be > 0, got {scale}")
-    return make(seed, scale)

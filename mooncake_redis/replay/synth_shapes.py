@@ -1,5 +1,7 @@
-"""Synthetic shapes beyond multi-turn chat (``synth.SHAPES``), each seeded and documented.
+"""Synthetic shapes beyond multi-turn chat, each seeded and documented, and the table of all the
+named shapes (``synthesize(shape, seed, scale)``, ``shape_names()``):
 
+- ``multi-turn``: :func:`.synth.generate` at the study size;
 - ``agent``: agent sessions over a few long shared tool prompts; each step appends a tool call
   and its result and follows within seconds; some steps fork parallel branches (sub-agents,
   parallel tool calls) that run a few steps and end while the main line goes on from the fork;
@@ -21,6 +23,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mooncake_redis.replay.synth import Ids, SynthConfig, Timeline, generate, zipf_weights
@@ -159,7 +162,19 @@ def _n(x: int, scale: float) -> int:
     return max(1, round(x * scale))
 
 
-SHAPES = {
+Shape = Callable[[int, float], list[TraceRecord]]
+"""(seed, scale) -> records; scale 1 is the study size (about 100k-300k block references)."""
+
+SHAPES: dict[str, Shape] = {
+    "multi-turn": lambda seed, scale: generate(
+        SynthConfig(
+            seed=seed,
+            conversations=_n(1_200, scale),
+            system_prompts=12,
+            duration_ms=_n(3_600_000, scale),
+            think_time_ms=(5_000, 300_000),
+        )
+    ),
     "multi-turn-tail": lambda seed, scale: generate(
         SynthConfig(
             seed=seed,
@@ -212,3 +227,17 @@ SHAPES = {
         )
     ),
 }
+
+
+def shape_names() -> list[str]:
+    return list(SHAPES)
+
+
+def synthesize(shape: str, seed: int = 0, scale: float = 1.0) -> list[TraceRecord]:
+    """A named shape (``shape_names()``); ValueError for an unknown one."""
+    make = SHAPES.get(shape)
+    if make is None:
+        raise ValueError(f"unknown synthetic shape {shape!r}; expected one of {shape_names()}")
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    return make(seed, scale)

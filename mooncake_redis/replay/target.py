@@ -98,7 +98,7 @@ _REGISTRY: dict[str, TargetFactory | str] = {
     # an optional dependency; "redis" is where our own store's target is expected to live.
     "mooncake": "mooncake_redis.replay.mooncake_target:create_mooncake_target",
     "wire": "mooncake_redis.replay.wire_target:create_wire_target",
-    "model": "mooncake_redis.replay.model:create_model_target",
+    "model": "mooncake_redis.replay.model_target:create_model_target",
     "redis": "mooncake_redis.replay.redis_target:create_target",
 }
 

@@ -22,7 +22,7 @@ from ..config import Config
 from ..server.fleet import WorkerFleet, free_port
 from ..service import MasterService
 from .mooncake_target import MooncakeTarget
-from .redis_target import store_config
+from .store_config import eviction_counters, passes_in, store_config
 from .target import ReplayTarget, TargetOptions
 
 
@@ -54,16 +54,8 @@ class FleetMaster:
         passes = 0
         async with httpx.AsyncClient() as http:
             for url in self.metrics_urls:
-                text = (await http.get(url + "/metrics", timeout=10)).text
-                for line in text.splitlines():
-                    if line.startswith("master_successful_evictions_total "):
-                        passes += int(float(line.split()[1]))
-        return {
-            "evictions": passes,
-            "evicted_keys": t["evicted_keys"],
-            "bytes_evicted": t["evicted_bytes"],
-            "removed": 0,
-        }
+                passes += passes_in((await http.get(url + "/metrics", timeout=10)).text)
+        return eviction_counters(passes, t)
 
     def stop(self) -> None:
         try:

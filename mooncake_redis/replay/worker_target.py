@@ -23,10 +23,8 @@ from ..config import Config
 from ..errors import MooncakeError
 from ..server.fleet import WorkerFleet
 from ..service import MasterService
-from .redis_target import CLIENT, store_config
+from .store_config import CLIENT, eviction_counters, passes_in, store_config
 from .target import PutItem, TargetOptions
-
-PASSES_METRIC = "master_successful_evictions_total"
 
 
 def _env(cfg: Config) -> dict[str, str]:
@@ -101,15 +99,8 @@ class WorkerTarget:
         passes = 0
         for c in self.clients:
             with contextlib.suppress(MooncakeError, httpx.HTTPError):
-                for line in (await c.metrics()).splitlines():
-                    if line.startswith(PASSES_METRIC + " "):
-                        passes += int(float(line.split()[1]))
-        return {
-            "evictions": passes,
-            "evicted_keys": t["evicted_keys"],
-            "bytes_evicted": t["evicted_bytes"],
-            "removed": 0,
-        }
+                passes += passes_in(await c.metrics())
+        return eviction_counters(passes, t)
 
     async def close(self) -> None:
         if self._pinger is not None:

@@ -16,7 +16,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from fastapi.routing import APIRoute
@@ -32,7 +32,8 @@ from .schemas import ErrorResponse, Rpc, count_errors, error_body, http_status
 if TYPE_CHECKING:
     from starlette.datastructures import URLPath
 
-    from .app import Worker
+    from ..service import MasterService
+    from .metrics import Metrics
 
 log = logging.getLogger("mooncake_redis.server")
 
@@ -105,10 +106,20 @@ async def send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
+class RouteHost(Protocol):
+    """What a route needs of the worker (:class:`.app.Worker`): the service it calls and the
+    metrics it counts in. A protocol, so that the routes need not import the app."""
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def svc(self) -> MasterService: ...
+
+
 class RpcEndpoint:
     """One RPC: validate the body once, call the library, encode, count."""
 
-    def __init__(self, worker: Worker, rpc: Rpc) -> None:
+    def __init__(self, worker: RouteHost, rpc: Rpc) -> None:
         self.worker = worker
         self.rpc = rpc
         self.model = rpc.request
@@ -145,7 +156,7 @@ class RpcEndpoint:
 class RpcRoute(BaseRoute):
     """Every ``/v1/<name>`` path in one dict lookup; another method on one of them is 405."""
 
-    def __init__(self, worker: Worker, rpcs: Iterable[Rpc]) -> None:
+    def __init__(self, worker: RouteHost, rpcs: Iterable[Rpc]) -> None:
         self.endpoints = {rpc.path: RpcEndpoint(worker, rpc) for rpc in rpcs}
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:

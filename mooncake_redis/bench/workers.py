@@ -1,7 +1,7 @@
 """Throughput of batch-128 ``batch_exist_key`` and ``batch_put_start`` in process, through one
 worker and through three (same run), and the cost of the HTTP hop.
 
-    python -m mooncake_redis.server.bench [--redis-url redis://127.0.0.1:6379] [--seconds 3]
+    python -m mooncake_redis.bench.workers [--redis-url redis://127.0.0.1:6379] [--seconds 3]
         [--concurrency 16] [--json]
 
 Starts three ``serve`` processes on loopback ports against a fresh namespace, mounts one large
@@ -33,8 +33,8 @@ from typing import Any
 from ..client import AsyncMasterClient
 from ..config import Config
 from ..errors import MooncakeError
+from ..server.fleet import WorkerFleet
 from ..service import MasterService
-from .fleet import WorkerFleet
 
 BATCH = 128
 OBJ_SIZE = 4096
@@ -269,7 +269,7 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mooncake_redis.server.bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m mooncake_redis.bench.workers", description=__doc__)
     p.add_argument(
         "--redis-url",
         default=os.environ.get("MOONCAKE_REDIS_REDIS_URL", "redis://127.0.0.1:6379"),

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 if TYPE_CHECKING:
-    from .fsck import FsckReport
+    from ..fsck import FsckReport
 
 # The fields of an object hash (``{ns:i}:o:<key>``), as the store scripts write them.
 OBJECT_FIELDS: dict[str, str] = {
@@ -214,7 +214,7 @@ def print_tree(doc: dict[str, Any]) -> None:
 
 
 def print_fsck(report: FsckReport, where: str, *, repair: bool, grace_ms: int) -> None:
-    from .fsck import ALLOWED_KINDS
+    from ..fsck import ALLOWED_KINDS
 
     con = _console()
     con.print(f"[bold]fsck[/] {escape(where)}")

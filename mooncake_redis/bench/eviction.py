@@ -7,16 +7,12 @@ times, and prints the median times and their ratio. Close figures are the point:
 one bounded window per shard and then works only on what it evicts.
 
     mooncake-redis bench-eviction --redis-url redis://127.0.0.1:6379 --sizes 20000,200000
-    python -m mooncake_redis.eviction.bench [options]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import statistics
-import sys
 import time
 import uuid
 from typing import Any
@@ -26,6 +22,7 @@ from blake3 import blake3
 from ..config import Config
 from ..models import ReplicateConfig, Segment
 
+# The command's help (``mooncake-redis bench-eviction``, :mod:`..cli.bench_eviction`).
 DESCRIPTION = """Eviction cost follows evicted work, not tree size.
 
 Builds, in a namespace of its own (removed afterwards), a forest of chains (--depth blocks each,
@@ -162,56 +159,3 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         small, big = rows[0], rows[-1]
         out["ratio_largest_to_smallest"] = round(big["evict_median_s"] / small["evict_median_s"], 3)
     return out
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..cli_common import add_redis_url, positive_int, positive_int_list, scoring
-
-    add_redis_url(
-        p, help="Redis to measure (default: the embedded store; env MOONCAKE_REDIS_REDIS_URL)"
-    )
-    p.add_argument(
-        "--sizes", type=positive_int_list, default="20000,200000", help="tree sizes in objects"
-    )
-    p.add_argument(
-        "--evict", type=positive_int, default=2000, help="objects evicted per timed pass"
-    )
-    p.add_argument("--depth", type=positive_int, default=20, help="blocks per chain")
-    p.add_argument("--repeat", type=positive_int, default=3, help="timed passes per tree")
-    p.add_argument("--num-shards", type=positive_int, default=64, help="hash-tag shards")
-    p.add_argument("--policy", type=scoring, default="lru", help="leaf scoring: lru, lru-freq[:W]")
-    p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
-
-
-def main_args(args: argparse.Namespace) -> int:
-    from ..cli_common import redis_url
-
-    args.redis_url = redis_url(getattr(args, "redis_url", None))
-    out = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(out))
-    elif "ratio_largest_to_smallest" in out:
-        print(f"ratio (largest / smallest tree): {out['ratio_largest_to_smallest']:.2f}")
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "bench-eviction",
-        help="time evicting the same number of objects from a small and a large tree",
-        description=DESCRIPTION,
-    )
-    add_arguments(p)
-    p.set_defaults(func=main_args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..cli_common import Parser
-
-    p = Parser(prog="python -m mooncake_redis.eviction.bench", description=DESCRIPTION)
-    add_arguments(p)
-    return main_args(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

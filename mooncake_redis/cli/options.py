@@ -8,8 +8,8 @@ import os
 from dataclasses import fields
 from typing import Any
 
-from ..cli_common import add_redis_url, env_redis_url, positive_int
 from ..config import ENV_PREFIX, Config
+from .common import add_redis_url, env_redis_url, positive_int
 
 # CLI-only settings and the variables that provide their defaults (Config fields come on top).
 ENV_OPTIONS: dict[str, str] = {

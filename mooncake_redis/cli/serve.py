@@ -10,8 +10,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..backend import redact
-from ..cli_common import log_level, non_negative_float, port
-from .cliopts import add_config_args, config_from_args, env
+from .common import log_level, non_negative_float, port
+from .options import add_config_args, config_from_args, env
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -120,7 +120,7 @@ async def _preflight(config: Config) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .app import ServerSettings, create_app
+    from ..server.app import ServerSettings, create_app
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

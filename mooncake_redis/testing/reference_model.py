@@ -21,9 +21,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Config
-from .errors import ErrorCode
-from .prefix import extract_prefix
+from ..config import Config
+from ..errors import ErrorCode
+from ..prefix import extract_prefix
 
 Answer = tuple[str, Any]
 

@@ -1,5 +1,5 @@
 """``mooncake-redis evictor``: a dedicated evictor (and janitor) process, or one pass now; its
-help is DESCRIPTION below. Also mounts ``bench-eviction`` (see :mod:`.bench`).
+help is DESCRIPTION below. Also mounts ``bench-eviction`` (see :mod:`.bench_eviction`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import logging
 import signal
 from typing import Any
 
-from ..cli_common import positive_int, scoring
-from ..server.cliopts import add_config_args, config_from_args
-from .metrics import EvictionResult
+from ..eviction.metrics import EvictionResult
+from .common import positive_int, scoring
+from .options import add_config_args, config_from_args
 
 DESCRIPTION = """Run the eviction coordinator and janitor, or one eviction pass now.
 
@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--no-janitor", action="store_true", help="evict only, leave the janitor")
     p.set_defaults(func=run_evictor)
-    from .bench import register as register_bench
+    from .bench_eviction import register as register_bench
 
     register_bench(subparsers)
 

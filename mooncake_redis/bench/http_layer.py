@@ -1,7 +1,7 @@
 """CPU per call of the HTTP layer: the clients against ``http.client`` and httpx, the worker's
 route against a bare ASGI handler. Every figure is one batch-128 ``batch_exist_key``.
 
-    python -m mooncake_redis.server.bench_http [--redis-url redis://127.0.0.1:6379]
+    python -m mooncake_redis.bench.http_layer [--redis-url redis://127.0.0.1:6379]
         [--calls 2000] [--sections client,route] [--json]
 
 ``client``: one worker process (``serve``) on a fresh namespace with 128 stored keys; each
@@ -35,9 +35,9 @@ import orjson
 
 from ..client import AsyncMasterClient, MasterClient
 from ..config import Config
+from ..server.fleet import WorkerFleet
 from ..service import MasterService
-from .bench import BATCH, BenchFailure, _cleanup, check_exists, check_puts
-from .fleet import WorkerFleet
+from .workers import BATCH, BenchFailure, _cleanup, check_exists, check_puts
 
 PATH = "/v1/batch_exist_key"
 
@@ -244,7 +244,7 @@ async def _drive(app: Any, body: bytes, calls: int) -> float:
 
 
 def route_section(calls: int) -> list[dict[str, Any]]:
-    from .app import ServerSettings, create_app
+    from ..server.app import ServerSettings, create_app
 
     body = orjson.dumps({"keys": [f"{i:064x}_0" for i in range(BATCH)]})
     app = create_app(ServerSettings(fsck_interval_s=0, evictor="off"))
@@ -259,7 +259,7 @@ def route_section(calls: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mooncake_redis.server.bench_http")
+    p = argparse.ArgumentParser(prog="python -m mooncake_redis.bench.http_layer")
     p.add_argument("--redis-url", default=os.environ.get("MOONCAKE_REDIS_REDIS_URL",
                                                          "redis://127.0.0.1:6379"))  # fmt: skip
     p.add_argument("--calls", type=int, default=2000)

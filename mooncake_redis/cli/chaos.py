@@ -1,4 +1,4 @@
-"""``mooncake-redis chaos``: the chaos run of :mod:`.chaos` from the command line."""
+"""``mooncake-redis chaos``: the chaos run of :mod:`..testing.chaos` from the command line."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import json
 from typing import Any
 
-from .chaos import ChaosOptions, ChaosReport, _drop_namespace, _memory_of, run_chaos
-from .cli_common import (
+from ..testing.chaos import ChaosOptions, ChaosReport, _drop_namespace, _memory_of, run_chaos
+from .common import (
     add_redis_url,
     non_negative_float,
     non_negative_int,
@@ -91,8 +91,8 @@ def _main(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from .cli_common import describe_store, redis_url
-    from .errors import ErrorCode, MooncakeError
+    from ..errors import ErrorCode, MooncakeError
+    from .common import describe_store, redis_url
 
     url = redis_url(args.redis_url)
     private = bool(args.outages or args.oom_phases)  # the run starts a redis-server of its own

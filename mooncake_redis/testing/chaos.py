@@ -1,12 +1,4 @@
-"""Reliability tooling: state probes shared by the reliability tests, and ``mooncake-redis chaos``.
-
-Probes (used by tests and by the chaos run):
-- :func:`snapshot`: every key of a namespace with its value, to show that a rejected request or
-  an interrupted operation changed nothing it should not have;
-- :func:`complete_objects`: the COMPLETE objects (key -> put id), to count lost objects;
-- :func:`violations`: fsck problems that are not allowed between protocol steps.
-
-The chaos run (:func:`run_chaos`; ``mooncake-redis chaos`` in :mod:`.chaos_cli`) runs worker
+"""The chaos run (:func:`run_chaos`; ``mooncake-redis chaos`` in :mod:`..cli.chaos`) runs worker
 processes and the evictor against a real Redis or Redis Cluster, SIGKILLs one of them every few
 seconds and restarts it, under mixed load with memory pressure, and ends with fsck and a count
 of operations, kills, violations and losses. With ``outages`` / ``oom_phases`` it runs its own
@@ -17,110 +9,19 @@ redis-server and takes it down, or fills it to maxmemory, for longer than the cl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from blake3 import blake3
-
+from ..server.fleet import WorkerFleet
+from .chaos_load import OBJ, Ledger, lane, pinger
 from .chaos_phases import PhaseState, private_redis, run_phases, schedule
-from .server.fleet import WorkerFleet
+from .probes import complete_objects, namespace_keys
 
 if TYPE_CHECKING:
-    from .service import MasterService
-
-
-def _s(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
-# ---------------------------------------------------------------------------------- probes
-async def namespace_keys(service: MasterService) -> list[str]:
-    """Every Redis key of the service's namespace (all primaries on a cluster)."""
-    client = service.backend.client
-    pattern = "{" + service.config.namespace + ":*"
-    out = [_s(k) async for k in client.scan_iter(match=pattern, count=1000)]
-    return sorted(set(out))
-
-
-async def _value(client: Any, key: str) -> Any:
-    kind = _s(await client.type(key))
-    if kind == "hash":
-        return kind, sorted((_s(k), _s(v)) for k, v in (await client.hgetall(key)).items())
-    if kind == "set":
-        return kind, sorted(_s(m) for m in await client.smembers(key))
-    if kind == "zset":
-        return kind, sorted(
-            (_s(m), float(s)) for m, s in await client.zrange(key, 0, -1, withscores=True)
-        )
-    if kind == "list":
-        return kind, [_s(m) for m in await client.lrange(key, 0, -1)]
-    if kind == "string":
-        return kind, _s(await client.get(key))
-    return kind, None
-
-
-async def snapshot(service: MasterService, skip: Iterable[str] = ("janitor",)) -> dict[str, Any]:
-    """Key -> (type, value) of the whole namespace. ``skip``: global keys that change on their
-    own (the janitor's run marker) and are left out. Shard counters at 0 count as absent (a
-    refused call may create a shard's stats hash with zero counters)."""
-    client = service.backend.client
-    ignored = {service.keys.global_key(name) for name in skip}
-    out: dict[str, Any] = {}
-    for k in await namespace_keys(service):
-        if k in ignored:
-            continue
-        kind, value = await _value(client, k)
-        if k.endswith("}:stats"):  # a counter at 0 is the same as no counter
-            value = [(f, v) for f, v in value if v != "0"]
-            if not value:
-                continue
-        out[k] = (kind, value)
-    return out
-
-
-async def wipe(service: MasterService) -> None:
-    """Deletes every key of the namespace (tests that reuse one service between examples)."""
-    client = service.backend.client
-    for k in await namespace_keys(service):
-        await client.delete(k)
-    await service.check_meta()
-
-
-def snapshot_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Human-readable differences between two snapshots (empty = identical)."""
-    out = []
-    for k in sorted(before.keys() | after.keys()):
-        if before.get(k) != after.get(k):
-            out.append(f"{k}: {before.get(k)!r} -> {after.get(k)!r}")
-    return out
-
-
-async def complete_objects(service: MasterService) -> dict[str, str]:
-    """Key -> put id of every object whose state is COMPLETE."""
-    return await service.complete_objects()
-
-
-async def violations(service: MasterService) -> list[str]:
-    """fsck problems that the cross-shard protocols never leave between their steps."""
-    from .fsck import fsck
-
-    report = await fsck(service)
-    return [f"{p.kind}: {p.detail}" for p in report.problems if not _allowed(p.kind)]
-
-
-def _allowed(kind: str) -> bool:
-    from .fsck import ALLOWED_KINDS
-
-    return kind in ALLOWED_KINDS
-
-
-# ---------------------------------------------------------------------------------- chaos run
-OBJ = 1024
+    from ..service import MasterService
 
 
 @dataclass
@@ -213,147 +114,6 @@ class _Fleet(WorkerFleet):
         )
 
 
-@dataclass
-class _Ledger:
-    complete: set[str] = field(default_factory=set)
-    removed: set[str] = field(default_factory=set)
-    maybe_removed: set[str] = field(default_factory=set)
-    ops: dict[str, int] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)
-    latencies: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
-    interrupted: int = 0
-    refused_in_phases: int = 0
-    phase: PhaseState = field(default_factory=PhaseState)
-
-    def op(self, name: str, t0: float) -> None:
-        now = time.monotonic()
-        self.ops[name] = self.ops.get(name, 0) + 1
-        self.latencies.append((now, now - t0))
-
-    def error(self, name: str) -> None:
-        self.errors[name] = self.errors.get(name, 0) + 1
-
-
-# Answers the load expects under memory pressure and eviction; anything else is an error.
-_EXPECTED = {
-    "batch_put_start": {-200, -704},  # NO_AVAILABLE_HANDLE, OBJECT_NOT_FOUND (parent evicted)
-    "get_replica_list": {-704},  # evicted meanwhile
-    "remove": {-704},
-}
-
-
-async def _lane(
-    i: int, urls: list[str], ledger: _Ledger, stop_at: float, seed: int, killing: bool
-) -> None:
-    from .client import AsyncMasterClient
-    from .errors import ErrorCode, MooncakeError
-
-    rng = random.Random(seed * 1000 + i)
-    cid = f"chaos-client-{i % 2}"
-    chain: list[str] = []
-    async with AsyncMasterClient(urls, backoff_s=0.02, retries=6, timeout=10.0) as c:
-        while time.monotonic() < stop_at:
-            try:
-                if chain and (len(chain) > 12 or rng.random() < 0.05):
-                    if rng.random() < 0.5:  # remove the end of a finished chain (a leaf)
-                        key = chain[-1] + "_0_k"
-                        t0 = time.monotonic()
-                        try:
-                            await c.remove(key, force=True)
-                            ledger.removed.add(key)
-                        except MooncakeError as exc:
-                            if exc.code == ErrorCode.RPC_FAIL:
-                                ledger.maybe_removed.add(key)  # cut by a kill: maybe applied
-                            if int(exc.code) not in _EXPECTED["remove"]:
-                                raise
-                        ledger.op("remove", t0)
-                    chain = []
-                n = rng.randint(1, 4)
-                blocks = [
-                    blake3(f"chaos:{seed}:{i}:{uuid.uuid4().hex}".encode()).hexdigest()
-                    for _ in range(n)
-                ]
-                parents = [chain[-1] if chain else "", *blocks[:-1]]
-                keys = [b + "_0_k" for b in blocks]
-                t0 = time.monotonic()
-                res = await c.batch_put_start(
-                    cid, keys, [OBJ] * n, [{"parent_block_hash": p} for p in parents]
-                )
-                ledger.op("batch_put_start", t0)
-                ok: list[str] = []
-                for k, r in zip(keys, res):
-                    if isinstance(r, MooncakeError):
-                        if ledger.phase.expected(int(r.code)):
-                            ledger.refused_in_phases += 1
-                        elif int(r.code) not in _EXPECTED["batch_put_start"]:
-                            ledger.error(f"batch_put_start:{r.code.name}")
-                        break
-                    ok.append(k)
-                extra = [
-                    k for k, r in zip(keys, res) if not isinstance(r, MooncakeError) and k not in ok
-                ]
-                if extra:
-                    await c.batch_put_revoke(cid, extra)
-                t0 = time.monotonic()
-                resent = c.resent
-                ends = await c.batch_put_end(cid, ok)
-                ledger.op("batch_put_end", t0)
-                for k, e in zip(ok, ends):
-                    if e is None:
-                        ledger.complete.add(k)
-                    elif e.code == ErrorCode.OBJECT_NOT_FOUND and c.resent > resent:
-                        # Sent again after a kill cut the first attempt: that one completed the
-                        # object (lease 0) and eviction took it before the second arrived.
-                        ledger.interrupted += 1
-                    elif ledger.phase.expected(int(e.code)):
-                        ledger.refused_in_phases += 1
-                    else:
-                        ledger.error(f"batch_put_end:{e.code.name}")
-                chain.extend(k[:64] for k in ok)
-                if len(ok) < n:
-                    chain = []
-                    await asyncio.sleep(0.02)
-                if chain:
-                    t0 = time.monotonic()
-                    await c.batch_exist_key([b + "_0_k" for b in chain])
-                    ledger.op("batch_exist_key", t0)
-                    t0 = time.monotonic()
-                    try:
-                        await c.get_replica_list(chain[-1] + "_0_k")
-                    except MooncakeError as exc:
-                        if int(exc.code) not in _EXPECTED["get_replica_list"]:
-                            raise
-                    ledger.op("get_replica_list", t0)
-                if rng.random() < 0.2:
-                    root = blake3(f"chaosreg:{i}:{uuid.uuid4().hex}".encode()).hexdigest()
-                    t0 = time.monotonic()
-                    await c.batch_register_radix_tree_node([(root, "", [root])])
-                    ledger.op("register", t0)
-            except MooncakeError as exc:
-                if ledger.phase.expected(int(exc.code)):
-                    ledger.refused_in_phases += 1  # what a Redis outage or OOM phase does
-                elif exc.code == ErrorCode.RPC_FAIL and killing:
-                    # The worker serving this request was killed with it in flight; the
-                    # client does not resend a call that may have been applied.
-                    ledger.interrupted += 1
-                else:
-                    ledger.error(f"{exc.code.name}")
-                chain = []
-                await asyncio.sleep(0.05)
-
-
-async def _pinger(urls: list[str], stop_at: float) -> None:
-    from .client import AsyncMasterClient
-    from .errors import MooncakeError
-
-    async with AsyncMasterClient(urls, backoff_s=0.02, retries=6) as c:
-        while time.monotonic() < stop_at:
-            for j in range(2):
-                with contextlib.suppress(MooncakeError):
-                    await c.ping(f"chaos-client-{j}")
-            await asyncio.sleep(0.5)
-
-
 async def _redis_used_memory(service: MasterService) -> int:
     return await _used_memory(service.backend)
 
@@ -370,9 +130,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
     """Runs the fleet under load for ``duration_s``, killing a random process (SIGKILL) every
     ``kill_every_s`` and restarting it; then recovers (janitor, evictor journal, fsck repair)
     and counts. Returns the report; raises nothing for violations (the caller judges)."""
-    from . import Config, MasterService
-    from .client import AsyncMasterClient
-    from .fsck import ALLOWED_KINDS, fsck
+    from .. import Config, MasterService
+    from ..client import AsyncMasterClient
+    from ..fsck import ALLOWED_KINDS, fsck
 
     if not opts.namespace:
         opts.namespace = "chaos" + uuid.uuid4().hex[:8]
@@ -401,15 +161,15 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
                     {"id": f"chaos-seg-{j}", "base": (j + 1) << 36, "size": half},
                     f"chaos-client-{j}",
                 )
-        ledger = _Ledger()
+        ledger = Ledger()
         stop_at = time.monotonic() + opts.duration_s
         tasks = [
             asyncio.create_task(
-                _lane(i, fleet.urls, ledger, stop_at, opts.seed, opts.kill_every_s > 0)
+                lane(i, fleet.urls, ledger, stop_at, opts.seed, opts.kill_every_s > 0)
             )
             for i in range(opts.lanes)
         ]
-        tasks.append(asyncio.create_task(_pinger(fleet.urls, stop_at)))
+        tasks.append(asyncio.create_task(pinger(fleet.urls, stop_at)))
         if server is not None:
             kinds = schedule(opts.outages, opts.oom_phases)
             t0, length = time.monotonic(), opts.phase_seconds
@@ -554,7 +314,7 @@ def _p99_windows(lat: list[tuple[float, float]], window: float) -> list[float]:
 
 
 async def _memory_of(url: str) -> int:
-    from .backend import Backend
+    from ..backend import Backend
 
     backend = Backend.from_url(url)
     try:
@@ -565,8 +325,8 @@ async def _memory_of(url: str) -> int:
 
 
 async def _drop_namespace(url: str, namespace: str) -> None:
-    from . import Config, MasterService
-    from .errors import MooncakeError
+    from .. import Config, MasterService
+    from ..errors import MooncakeError
 
     try:
         svc = await MasterService.from_url(url, Config(namespace=namespace), create=False)

@@ -2,7 +2,7 @@
 
 Each module in SUBCOMMAND_MODULES exposes ``register(subparsers)``, which adds its parsers and
 sets ``func`` (args -> exit code). Options read ``MOONCAKE_REDIS_*`` variables as defaults.
-Every command runs under one guard (:func:`.cli_common.run_command`): a failure is one line on
+Every command runs under one guard (:func:`.common.run_command`): a failure is one line on
 stderr, never a traceback; bad arguments are refused by the parser with the command's usage.
 """
 
@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Sequence
 
-from .cli_common import Parser, add_redis_url, run_command
+from .common import Parser, add_redis_url, run_command
 
 SUBCOMMAND_MODULES = (
-    "mooncake_redis.replay.commands",  # replay, demo
-    "mooncake_redis.tools",  # inspect, fsck
-    "mooncake_redis.server.commands",  # serve
-    "mooncake_redis.eviction.commands",  # evictor
-    "mooncake_redis.bench",  # bench
-    "mooncake_redis.chaos_cli",  # chaos
+    "mooncake_redis.cli.replay",  # replay, demo
+    "mooncake_redis.cli.inspect",  # inspect, fsck
+    "mooncake_redis.cli.serve",  # serve
+    "mooncake_redis.cli.evictor",  # evictor, bench-eviction
+    "mooncake_redis.cli.bench",  # bench
+    "mooncake_redis.cli.chaos",  # chaos
 )
 
 
@@ -54,7 +53,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "redis_url"):
         args.redis_url = None
     return run_command(args.command, args.func, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

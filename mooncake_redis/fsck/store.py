@@ -1,18 +1,22 @@
-"""The store's fsck checks (invariants 3 and 4).
+"""The object store's fsck checks (invariants 3 and 4): segments, allocation records, objects.
 
-Registered into ``fsck.EXTRA_CHECKS`` on import, so fsck itself need not know the store.
+It caches the stored object keys in the report for the orphan check.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .records import _s, from_u64hex, parse_alloc_record, parse_entry
+from ..records import _s, from_u64hex, parse_alloc_record, parse_entry
+from .report import FsckReport
+
+if TYPE_CHECKING:
+    from ..service import MasterService
 
 
-async def check_store(service: Any, report: Any, now: int) -> None:
+async def check_store(service: MasterService, report: FsckReport, now: int) -> None:
     """Invariant 3: inside every segment, allocations and free extents never overlap and tile
     [0, size); ``allocated`` equals the sum of the allocation records; every record is owned (an
     object replica with the same put id, a scheduled free in the discarded set or an outbox, or a
@@ -137,15 +141,3 @@ async def check_store(service: Any, report: Any, now: int) -> None:
         capacity_bytes=capacity,
         allocated_bytes=allocated_total,
     )
-
-
-def _register_fsck() -> None:
-    try:
-        from . import fsck
-    except ImportError:  # pragma: no cover
-        return
-    if check_store not in fsck.EXTRA_CHECKS:
-        fsck.EXTRA_CHECKS.append(check_store)
-
-
-_register_fsck()

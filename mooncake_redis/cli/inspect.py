@@ -16,12 +16,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .backend import redact
-from .cli_common import describe_store, env_redis_url, non_negative_int, warn
-from .errors import ErrorCode, MooncakeError
-from .records import decode_replicas
-from .server.cliopts import add_config_args, config_from_args
-from .service import MasterService
+from ..backend import redact
+from ..errors import ErrorCode, MooncakeError
+from ..records import decode_replicas
+from ..service import MasterService
+from .common import describe_store, env_redis_url, non_negative_int, warn
+from .options import add_config_args, config_from_args
 
 
 def _s(value: Any) -> str:
@@ -229,7 +229,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
 
 async def gather_tree(service: MasterService, h: str, depth: int) -> dict[str, Any]:
     sub = await service.get_subtree_keys(h, depth)
-    from .server.schemas import subtree_to_json
+    from ..server.schemas import subtree_to_json
 
     doc = subtree_to_json(sub)
     for n in doc["nodes"]:
@@ -238,7 +238,7 @@ async def gather_tree(service: MasterService, h: str, depth: int) -> dict[str, A
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from . import tools_view as view
+    from . import inspect_view as view
 
     async def body(service: MasterService) -> int:
         doc: dict[str, Any]
@@ -272,7 +272,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def run_fsck(args: argparse.Namespace) -> int:
-    from .fsck import fsck
+    from ..fsck import fsck
 
     async def body(service: MasterService) -> int:
         report = await fsck(service, repair=args.repair, grace_ms=args.grace_ms)
@@ -283,7 +283,7 @@ def run_fsck(args: argparse.Namespace) -> int:
         if args.json:
             _emit_json(doc)
         else:
-            from .tools_view import print_fsck
+            from .inspect_view import print_fsck
 
             cfg = service.config
             grace = cfg.dangling_edge_grace_ms if args.grace_ms is None else args.grace_ms

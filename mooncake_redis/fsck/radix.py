@@ -1,6 +1,6 @@
-"""Invariant checks over the whole namespace, and the repairs the protocol allows.
+"""fsck's radix checks and the radix repair (which also fixes the orphan index).
 
-The radix part checks invariant 5 (every key in the node its prefix names), the edge structure
+They check invariant 5 (every key in the node its prefix names), the edge structure
 that invariant 1 rests on (a parent lists every child that names it), the leaf index, and reports
 dangling edges (a parent lists a child that does not exist or names another parent): the only
 state a crash between two steps of link/unlink can leave. Repair drops dangling edges older than
@@ -10,63 +10,13 @@ the grace period, never fresh ones (a link may be half done right now).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .radix import RadixNode
+from ..types import RadixNode
+from .report import ALLOWED_KINDS, FsckReport
 
 if TYPE_CHECKING:
-    from .service import MasterService
-
-# Problems a crash between protocol steps may leave (repairable after the grace period).
-ALLOWED_KINDS = frozenset({"dangling_edge", "stray_edge"})
-
-
-@dataclass
-class Problem:
-    kind: str
-    node: str
-    detail: str
-    age_ms: int | None = None
-    repaired: bool = False
-    members: list[str] = field(default_factory=list)  # a cycle's nodes
-
-
-@dataclass
-class FsckReport:
-    counts: dict[str, int] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    # What one check read and another needs (radix nodes, stored object keys); not reported.
-    cache: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def clean(self) -> bool:
-        return not [p for p in self.problems if not p.repaired]
-
-    @property
-    def only_allowed(self) -> bool:
-        """Nothing but states the cross-shard protocol allows between its steps."""
-        return all(p.kind in ALLOWED_KINDS or p.repaired for p in self.problems)
-
-    def kinds(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for p in self.problems:
-            if not p.repaired:
-                out[p.kind] = out.get(p.kind, 0) + 1
-        return out
-
-    def add(self, kind: str, node: str, detail: str, age_ms: int | None = None) -> Problem:
-        problem = Problem(kind, node, detail, age_ms)
-        self.problems.append(problem)
-        return problem
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "clean": self.clean,
-            "counts": self.counts,
-            "kinds": self.kinds(),
-            "problems": [asdict(p) for p in self.problems],
-        }
+    from ..service import MasterService
 
 
 async def scan_set(service: MasterService, key: str, count: int = 500) -> AsyncIterator[str]:
@@ -203,46 +153,6 @@ async def check_radix(service: MasterService, report: FsckReport, now: int) -> N
     report.counts["max_depth"] = max(depth.values(), default=0)
 
 
-async def check_orphans(service: MasterService, report: FsckReport, now: int) -> None:
-    """Orphans: objects of a node whose parent block has no object (the block was removed,
-    revoked, unmounted, or its client expired; or, with the put guard off, never stored).
-    Counted, never a problem in itself (explicit removes may leave them; eviction takes them
-    first). The shards' orphan index is kept by the erase and put steps; roots it misses (a
-    crash between an erase and its mark, the guard off, Path B parents without objects) and
-    marks it keeps wrongly are counted too, and ``--repair`` fixes both."""
-    nodes: dict[str, RadixNode] = report.cache.get("nodes", {})
-    objects: set[str] = report.cache.get("objects", set())
-    stored = {h for h, n in nodes.items() if any(k in objects for k in n.keys)}
-    roots = {
-        h
-        for h in stored
-        if nodes[h].parent_prefix_hash and nodes[h].parent_prefix_hash not in stored
-    }
-    below: set[str] = set()
-    todo = list(roots)
-    while todo:
-        h = todo.pop()
-        for c in nodes[h].children if h in nodes else []:
-            if c in nodes and c not in below and c not in roots:
-                below.add(c)
-                todo.append(c)
-    report.counts["orphans"] = sum(sum(k in objects for k in nodes[h].keys) for h in roots)
-    report.counts["orphan_roots"] = len(roots)
-    report.counts["orphaned_subtree_objects"] = report.counts["orphans"] + sum(
-        sum(k in objects for k in nodes[h].keys) for h in below
-    )
-    marked: set[str] = set()
-    for shard in range(service.keys.num_shards):
-        members = await service.backend.client.zrange(
-            service.keys.shard_key(shard, "orphans"), 0, -1
-        )
-        marked.update(m.decode() if isinstance(m, bytes) else str(m) for m in members)
-    report.cache["orphan_unindexed"] = sorted(roots - marked)
-    report.cache["orphan_stale"] = sorted(marked - roots)
-    report.counts["orphan_roots_unindexed"] = len(roots - marked)
-    report.counts["orphan_marks_stale"] = len(marked - roots)
-
-
 async def repair_radix(service: MasterService, report: FsckReport, grace_ms: int) -> None:
     unlinks: list[tuple[str, int, str, str]] = []
     collapse: list[tuple[int, list[str]]] = []
@@ -277,28 +187,3 @@ async def repair_radix(service: MasterService, report: FsckReport, grace_ms: int
         for _, (_, cs) in await service.run_sharded("radix_repair", collapse):
             conts.extend(cs)
     await service.finish_unlinks([*unlinks, *conts])
-
-
-async def fsck(
-    service: MasterService, repair: bool = False, grace_ms: int | None = None
-) -> FsckReport:
-    """Check every invariant; with ``repair``, fix what is safe to fix and check again."""
-    grace = service.config.dangling_edge_grace_ms if grace_ms is None else grace_ms
-    report = FsckReport()
-    now = await service.backend.time_ms()
-    await check_radix(service, report, now)
-    for extra in EXTRA_CHECKS:
-        await extra(service, report, now)
-    await check_orphans(service, report, now)
-    if repair and (
-        report.problems or report.cache.get("orphan_unindexed") or report.cache.get("orphan_stale")
-    ):
-        await repair_radix(service, report, grace)
-        for extra_repair in EXTRA_REPAIRS:
-            await extra_repair(service, report, grace)
-    return report
-
-
-# Other parts (object store, allocator) register their checks and repairs here.
-EXTRA_CHECKS: list[Any] = []
-EXTRA_REPAIRS: list[Any] = []

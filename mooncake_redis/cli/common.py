@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from .backend import redact
-from .errors import ErrorCode, MooncakeError
+from ..backend import redact
+from ..errors import ErrorCode, MooncakeError
 
 URL_VAR = "MOONCAKE_REDIS_REDIS_URL"  # the variable of Config.redis_url: every command reads it
 OLD_URL_VAR = "MOONCAKE_REDIS_URL"  # what replay, demo and bench read before; still accepted
@@ -210,7 +210,7 @@ def choice_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
 
 def scoring(text: str) -> str:
     """A leaf scoring policy the eviction policy registry knows (``lru``, ``lru-freq:W``...)."""
-    from .eviction.policy import get_policy
+    from ..eviction.policy import get_policy
 
     try:
         get_policy(text)
