@@ -254,9 +254,9 @@ async def test_client_splits_batches_larger_than_a_worker_accepts(
     await c.ping("cl")  # the embedded store is slow: stay within the client TTL
     assert await c.batch_put_end("cl", keys) == [None] * len(keys)
     await c.ping("cl")
-    exists = await c.batch_exist_key(keys + ["absent"])
+    exists = await c.batch_exist_key([*keys, "absent"])
     assert exists == [True] * len(keys) + [False]
-    again = await c.batch_put_start("cl", keys[:3] + ["fresh"], [64] * 4)
+    again = await c.batch_put_start("cl", [*keys[:3], "fresh"], [64] * 4)
     assert [getattr(r, "code", None) for r in again[:3]] == [ErrorCode.OBJECT_ALREADY_EXISTS] * 3
     assert isinstance(again[3], list)
     assert await c.batch_remove(keys[:8200], True) == [None] * 8200
