@@ -31,7 +31,6 @@ from .eviction.coordinator import EvictionCoordinator, EvictorLease
 from .eviction.metrics import EvictionMetrics, EvictionResult
 from .eviction.passes import Eviction
 from .eviction.policy import LeafPolicy
-from .fsck_store import check_store  # noqa: F401  (importing it registers the store's fsck checks)
 from .janitor import Janitor, JanitorReport
 from .keys import KeySchema
 from .models import GetReplicaListResponse, PingResponse, ReplicaDescriptor, Segment, SegmentStats
