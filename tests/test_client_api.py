@@ -237,3 +237,40 @@ async def test_async_retry_policy() -> None:
         await c.put_start("c", "k", 10)
     assert flaky.calls == 1
     await c.aclose()
+
+
+async def test_client_splits_batches_larger_than_a_worker_accepts(
+    pair: tuple[AsyncMasterClient, MasterService],
+) -> None:
+    """A worker refuses more than 8,192 items per request; the client sends larger batches in
+    parts, in order, and answers as one call: one result per key, counts summed."""
+    c, _svc = pair
+    await c.mount_segment({"id": "big", "name": "big", "base": 1 << 30, "size": 1 << 28}, "cl")
+    keys = [f"bulk-{i}" for i in range(8_192 + 900)]  # two parts
+    sizes = [[64] if i % 2 else 64 for i in range(len(keys))]  # parallel list split with keys
+    started = await c.batch_put_start("cl", (k for k in keys), sizes)
+    assert len(started) == len(keys)
+    assert all(isinstance(r, list) and r[0].size == 64 for r in started)
+    await c.ping("cl")  # the embedded store is slow: stay within the client TTL
+    assert await c.batch_put_end("cl", keys) == [None] * len(keys)
+    await c.ping("cl")
+    exists = await c.batch_exist_key(keys + ["absent"])
+    assert exists == [True] * len(keys) + [False]
+    again = await c.batch_put_start("cl", keys[:3] + ["fresh"], [64] * 4)
+    assert [getattr(r, "code", None) for r in again[:3]] == [ErrorCode.OBJECT_ALREADY_EXISTS] * 3
+    assert isinstance(again[3], list)
+    assert await c.batch_remove(keys[:8200], True) == [None] * 8200
+    assert sum(await c.batch_exist_key(keys)) == len(keys) - 8200
+
+
+def test_split_batch_keeps_single_calls_whole() -> None:
+    from mooncake_redis.client.base import split_batch
+    from mooncake_redis.server.schemas import RPCS
+
+    args = {"keys": [str(i) for i in range(5)], "slice_lengths": [1] * 5, "config": None}
+    parts = split_batch(RPCS["batch_put_start"], args, size=2)
+    assert [p["keys"] for p in parts] == [["0", "1"], ["2", "3"], ["4"]]
+    assert [p["slice_lengths"] for p in parts] == [[1, 1], [1, 1], [1]]
+    assert all(p["config"] is None for p in parts)
+    assert split_batch(RPCS["exist_key"], {"key": "k"}, size=1) == [{"key": "k"}]
+    assert len(split_batch(RPCS["unregister_radix_tree_keys"], {"keys": ["a", "b"]}, 1)) == 2

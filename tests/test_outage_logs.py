@@ -53,3 +53,39 @@ def test_evictor_logs_an_outage_once(tmp_path: Path) -> None:
     again = [line for line in text.splitlines() if "working again after" in line]
     assert len(again) == 1, text
     assert len(text.splitlines()) <= 4, text  # acquired, failing, working again (+ a takeover)
+
+
+def test_worker_loops_log_an_outage_once(tmp_path: Path) -> None:
+    """A worker without the evictor runs the janitor itself, and a background fsck: each logs
+    one line when Redis goes away and one when it is back, and no traceback."""
+    server = RedisProcess(free_port(), tmp_path, ["--appendonly", "no"])
+    server.start()
+    log = tmp_path / "worker.log"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mooncake_redis.cli", "serve", "--redis-url", server.url,
+             "--namespace", "outage", "--num-shards", "4", "--host", "127.0.0.1",
+             "--port", str(free_port()), "--evictor", "off", "--fsck-interval", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        assert _wait_for(log, "Uvicorn running", 30), log.read_text()
+        time.sleep(1.5)
+        server.stop(kill=True)
+        time.sleep(5)  # several janitor ticks (0.05-1 s) and fsck runs (1 s) at the old pace
+        down = log.read_text()
+        server.start()
+        assert _wait_for(log, "janitor: working again", 30), log.read_text()
+        assert _wait_for(log, "background fsck: working again", 30), log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        server.stop()
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    for what in ("janitor", "background fsck"):
+        failing = [line for line in down.splitlines() if f"{what}: " in line and "retrying" in line]
+        assert len(failing) == 1, down
+        again = [line for line in text.splitlines() if f"{what}: working again after" in line]
+        assert len(again) == 1, text

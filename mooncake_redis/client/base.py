@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..errors import ErrorCode, MooncakeError
+from ..server.bodies import MAX_BATCH
 from ..server.schemas import Rpc, error_from_body
 from .http11 import Origin
 from .transport import (
@@ -61,6 +62,44 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "to_dict"):
         return value.to_dict()
     raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def _items(value: Any) -> Any:
+    """A batch argument as a list (callers may pass any iterable); anything else as it is."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        return value
+    return value if isinstance(value, list) else list(value)
+
+
+def split_batch(rpc: Rpc, args: dict[str, Any], size: int = MAX_BATCH) -> list[dict[str, Any]]:
+    """A call whose ``keys`` (or ``items``) list is longer than a worker accepts, as calls of at
+    most ``size`` items each: every argument that runs parallel to the items (slice lengths, a
+    config per key) is split with them. Any other call comes back whole."""
+    field = "items" if "items" in args else "keys" if "keys" in args else None
+    if field is None or not (rpc.batch or rpc.result is int):
+        return [args]
+    args = {k: _items(v) for k, v in args.items()}
+    n = len(args[field])
+    if n <= size:
+        return [args]
+    parallel = [k for k, v in args.items() if isinstance(v, list) and len(v) == n]
+    return [{**args, **{k: args[k][i : i + size] for k in parallel}} for i in range(0, n, size)]
+
+
+def join_results(rpc: Rpc, parts: list[dict[str, Any]], results: list[Any]) -> Any:
+    """The answers of the calls :func:`split_batch` made, as the one call's answer: a batch's
+    per-item lists in order (a part that failed as a whole fails each of its items), counts
+    summed."""
+    if not rpc.batch:
+        for result in results:
+            if isinstance(result, MooncakeError):
+                raise result
+        return sum(results)
+    field = "items" if "items" in parts[0] else "keys"
+    joined: list[Any] = []
+    for part, result in zip(parts, results, strict=True):
+        joined.extend(result if isinstance(result, list) else [result] * len(part[field]))
+    return joined
 
 
 class ClientBase:
@@ -167,6 +206,18 @@ class SyncClient(ClientBase):
         self.close()
 
     def _call(self, rpc: Rpc, args: dict[str, Any]) -> Any:
+        parts = split_batch(rpc, args)
+        if len(parts) == 1:
+            return self._call_one(rpc, parts[0])
+        results: list[Any] = []
+        for part in parts:
+            try:
+                results.append(self._call_one(rpc, part))
+            except MooncakeError as exc:
+                results.append(exc)
+        return join_results(rpc, parts, results)
+
+    def _call_one(self, rpc: Rpc, args: dict[str, Any]) -> Any:
         body = self._encode(rpc, args)
         for attempt in range(self.retries + 1):
             try:
@@ -225,6 +276,18 @@ class AsyncClient(ClientBase):
         await self.aclose()
 
     async def _call(self, rpc: Rpc, args: dict[str, Any]) -> Any:
+        parts = split_batch(rpc, args)
+        if len(parts) == 1:
+            return await self._call_one(rpc, parts[0])
+        results: list[Any] = []
+        for part in parts:  # in order: a later part may hold the children of an earlier one
+            try:
+                results.append(await self._call_one(rpc, part))
+            except MooncakeError as exc:
+                results.append(exc)
+        return join_results(rpc, parts, results)
+
+    async def _call_one(self, rpc: Rpc, args: dict[str, Any]) -> Any:
         body = self._encode(rpc, args)
         for attempt in range(self.retries + 1):
             try:

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..backend import redact
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
+from ..outage import FailureLog
 from ..service import MasterService
 from ..wire.metadata import add_metadata_routes
 from .docs import docs_routes
@@ -164,24 +165,30 @@ class Worker:
     async def _janitor_loop(self) -> None:
         svc = self.svc()
         interval = max(svc.config.janitor_interval_ms / 1000.0, 0.05)
-        while await self._pause(interval):
+        failures = FailureLog(log, "janitor", interval)
+        pause = interval
+        while await self._pause(pause):
             try:
                 await svc.run_janitor_once()
             except Exception as exc:
-                log.warning("janitor tick failed: %s", type(exc).__name__)
+                pause = failures.failed(exc)
+            else:
+                failures.ok()
+                pause = interval
 
     async def _fsck_loop(self) -> None:
         store = self.metrics.store
         assert store is not None
-        while await self._pause(
-            min(self.settings.fsck_interval_s, 2.0)
-            if not store.fsck_runs
-            else self.settings.fsck_interval_s
-        ):
+        failures = FailureLog(log, "background fsck", 2.0, cap_s=self.settings.fsck_interval_s)
+        pause = min(self.settings.fsck_interval_s, 2.0)
+        while await self._pause(pause):
             try:
                 await store.run_fsck()
             except Exception as exc:
-                log.warning("background fsck failed: %s", type(exc).__name__)
+                pause = failures.failed(exc)
+            else:
+                failures.ok()
+                pause = self.settings.fsck_interval_s
 
     def _start_evictor(self) -> None:
         svc = self.svc()
