@@ -162,29 +162,25 @@ def _n(x: int, scale: float) -> int:
     return max(1, round(x * scale))
 
 
+def _multi_turn(seed: int, scale: float, partial_tail: bool) -> list[TraceRecord]:
+    return generate(
+        SynthConfig(
+            seed=seed,
+            conversations=_n(1_200, scale),
+            system_prompts=12,
+            duration_ms=_n(3_600_000, scale),
+            think_time_ms=(5_000, 300_000),
+            partial_tail=partial_tail,
+        )
+    )
+
+
 Shape = Callable[[int, float], list[TraceRecord]]
 """(seed, scale) -> records; scale 1 is the study size (about 100k-300k block references)."""
 
 SHAPES: dict[str, Shape] = {
-    "multi-turn": lambda seed, scale: generate(
-        SynthConfig(
-            seed=seed,
-            conversations=_n(1_200, scale),
-            system_prompts=12,
-            duration_ms=_n(3_600_000, scale),
-            think_time_ms=(5_000, 300_000),
-        )
-    ),
-    "multi-turn-tail": lambda seed, scale: generate(
-        SynthConfig(
-            seed=seed,
-            conversations=_n(1_200, scale),
-            system_prompts=12,
-            duration_ms=_n(3_600_000, scale),
-            think_time_ms=(5_000, 300_000),
-            partial_tail=True,
-        )
-    ),
+    "multi-turn": lambda seed, scale: _multi_turn(seed, scale, partial_tail=False),
+    "multi-turn-tail": lambda seed, scale: _multi_turn(seed, scale, partial_tail=True),
     "agent": lambda seed, scale: agent(
         AgentConfig(
             seed=seed,

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,33 +162,37 @@ class Worker:
             await asyncio.wait_for(self._stop.wait(), seconds)
         return not self._stop.is_set()
 
-    async def _janitor_loop(self) -> None:
-        svc = self.svc()
-        interval = max(svc.config.janitor_interval_ms / 1000.0, 0.05)
-        failures = FailureLog(log, "janitor", interval)
-        pause = interval
+    async def _every(
+        self,
+        step: Callable[[], Awaitable[Any]],
+        failures: FailureLog,
+        first: float,
+        interval: float,
+    ) -> None:
+        """Runs ``step`` after ``first`` seconds, then every ``interval``; after a failure, after
+        the pause ``failures`` grows, with one log line per change of state."""
+        pause = first
         while await self._pause(pause):
             try:
-                await svc.run_janitor_once()
+                await step()
             except Exception as exc:
                 pause = failures.failed(exc)
             else:
                 failures.ok()
                 pause = interval
 
+    async def _janitor_loop(self) -> None:
+        svc = self.svc()
+        interval = max(svc.config.janitor_interval_ms / 1000.0, 0.05)
+        failures = FailureLog(log, "janitor", interval)
+        await self._every(svc.run_janitor_once, failures, interval, interval)
+
     async def _fsck_loop(self) -> None:
         store = self.metrics.store
         assert store is not None
-        failures = FailureLog(log, "background fsck", 2.0, cap_s=self.settings.fsck_interval_s)
-        pause = min(self.settings.fsck_interval_s, 2.0)
-        while await self._pause(pause):
-            try:
-                await store.run_fsck()
-            except Exception as exc:
-                pause = failures.failed(exc)
-            else:
-                failures.ok()
-                pause = self.settings.fsck_interval_s
+        every = self.settings.fsck_interval_s
+        failures = FailureLog(log, "background fsck", 2.0, cap_s=every)
+        await self._every(store.run_fsck, failures, min(every, 2.0), every)
 
     def _start_evictor(self) -> None:
         svc = self.svc()
