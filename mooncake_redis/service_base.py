@@ -100,6 +100,10 @@ class ServiceBase:
             await self.fault_hook(step)
 
     def prefix_of(self, key: str) -> str:
+        # A tenant's key "T\0key" (tenants.py): the tenant's scope plus the user key's prefix.
+        tenant, sep, rest = key.partition("\0")
+        if sep:
+            return tenant + sep + extract_prefix(rest, self.config.key_hash_pattern)
         return extract_prefix(key, self.config.key_hash_pattern)
 
     def shard_of_key(self, key: str) -> int:

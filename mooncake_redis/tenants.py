@@ -1,0 +1,267 @@
+"""Tenants: ``tenant_id`` is part of an object's identity, as in Mooncake (tenant_id.h).
+
+The mapping is Mooncake's own scoped key: an object of tenant ``T`` other than ``"default"`` is
+stored under the internal key ``T + "\\0" + key``; a ``"default"`` object under its key as
+today, so nothing stored before tenants needs a migration. Keys of any tenant seen through a
+scope may not contain NUL (the separator), so the split is unambiguous. The radix prefix of a
+scoped key is the tenant's scope plus the prefix of the user key (``ServiceBase.prefix_of``),
+and a parent block hash is scoped the same way, so radix nodes and their parent/child links
+never cross tenants; the index's shard follows the scoped prefix, so tenants spread as keys do.
+Reads, removes, regex and remove_all through a scope see only that tenant's objects; the
+library's unscoped methods stay the whole store's (an operator's view).
+
+Valid tenant ids (Mooncake ``TenantId::IsValid``): printable ASCII, not starting with ``_``;
+the empty string is ``"default"``. What a scope needs from the service: its public object
+RPCs, ``config``, and the object listing ``_all_object_keys`` / ``_remove_skip``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .errors import ErrorCode, MooncakeError
+from .objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S
+from .prefix import check_str
+from .puts import ConfigArg
+from .types import GetReplicaListResponse, ReplicaDescriptor, ReplicateConfig
+
+DEFAULT_TENANT = "default"
+SEP = "\0"
+T = TypeVar("T")
+
+
+def check_tenant(tenant_id: object, max_len: int = 256) -> str:
+    """A valid tenant id (Mooncake's rules), ``""`` read as ``"default"``."""
+    if not isinstance(tenant_id, str):
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, "tenant_id: expected a string")
+    if tenant_id == "":
+        return DEFAULT_TENANT
+    if len(tenant_id) > max_len:
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"tenant_id: more than {max_len} characters")
+    if tenant_id[0] == "_" or any(not (0x20 <= ord(c) < 0x7F) for c in tenant_id):
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS,
+            f"tenant_id {tenant_id!r}: printable ASCII, not starting with '_'",
+        )
+    return tenant_id
+
+
+def scoped_prefix(tenant_id: str, prefix: str) -> str:
+    """A block hash as the index of tenant ``tenant_id`` names it."""
+    return prefix if tenant_id == DEFAULT_TENANT or not prefix else tenant_id + SEP + prefix
+
+
+class TenantScope:
+    """The object RPCs of one tenant: keys (and parent hashes) scoped in, scoped out."""
+
+    def __init__(self, svc: Any, tenant_id: str) -> None:
+        self.svc = svc
+        self.tenant = check_tenant(tenant_id, svc.config.max_key_length)
+        self.head = "" if self.tenant == DEFAULT_TENANT else self.tenant + SEP
+
+    # ------------------------------------------------------------------ mapping
+    def key(self, key: object) -> Any:
+        """The internal key (anything not a string goes on to the store's own check)."""
+        if not isinstance(key, str):
+            return key
+        if SEP in key:
+            raise MooncakeError(ErrorCode.INVALID_PARAMS, "key: contains NUL")
+        return self.head + key
+
+    def mine(self, internal: str) -> str | None:
+        """The user key of an internal key of this tenant, else None."""
+        if not self.head:
+            return None if SEP in internal else internal
+        return internal[len(self.head) :] if internal.startswith(self.head) else None
+
+    def config(self, config: ConfigArg) -> ReplicateConfig:
+        cfg = ReplicateConfig.coerce(config)
+        if not self.head or not cfg.parent_block_hash:
+            return cfg
+        return ReplicateConfig.from_dict(
+            {**cfg.to_dict(), "parent_block_hash": scoped_prefix(self.tenant, cfg.parent_block_hash)}
+        )
+
+    def configs(self, config: ConfigArg | Sequence[ConfigArg], n: int) -> Any:
+        if isinstance(config, (list, tuple)):
+            return [self.config(c) for c in config]
+        return self.config(config)  # type: ignore[arg-type]
+
+    async def _batch(
+        self, keys: Sequence[str], call: Callable[[list[Any], list[int]], Any]
+    ) -> list[Any]:
+        """Runs ``call(internal keys, their indexes)`` over the keys that map; the others
+        answer their error in place (a batch answers per key)."""
+        out: list[Any] = [None] * len(keys)
+        mapped: list[Any] = []
+        where: list[int] = []
+        for i, k in enumerate(keys):
+            try:
+                mapped.append(self.key(k))
+                where.append(i)
+            except MooncakeError as exc:
+                out[i] = exc
+        if mapped:
+            for i, r in zip(where, await call(mapped, where)):
+                out[i] = r
+        return out
+
+    # ------------------------------------------------------------------ reads
+    async def exist_key(self, key: str) -> bool:
+        return bool(await self.svc.exist_key(self.key(key)))
+
+    async def batch_exist_key(self, keys: Sequence[str]) -> list[bool | MooncakeError]:
+        return await self._batch(keys, lambda ks, _: self.svc.batch_exist_key(ks))
+
+    async def get_replica_list(self, key: str) -> GetReplicaListResponse:
+        res: GetReplicaListResponse = await self.svc.get_replica_list(self.key(key))
+        return res
+
+    async def batch_get_replica_list(
+        self, keys: Sequence[str]
+    ) -> list[GetReplicaListResponse | MooncakeError]:
+        return await self._batch(keys, lambda ks, _: self.svc.batch_get_replica_list(ks))
+
+    # ------------------------------------------------------------------ puts and upserts
+    async def _start(
+        self,
+        method: Any,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg],
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
+            )
+        cfg = self.configs(config, len(keys))
+
+        def call(ks: list[Any], where: list[int]) -> Any:
+            c = [cfg[i] for i in where] if isinstance(cfg, list) else cfg
+            return method(client_id, ks, [slice_lengths[i] for i in where], c)
+
+        return await self._batch(keys, call)
+
+    async def batch_put_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        return await self._start(self.svc.batch_put_start, client_id, keys, slice_lengths, config)
+
+    async def batch_upsert_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        return await self._start(
+            self.svc.batch_upsert_start, client_id, keys, slice_lengths, config
+        )
+
+    async def put_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        return _one(await self.batch_put_start(client_id, [key], [slice_lengths], config))
+
+    async def upsert_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        return _one(await self.batch_upsert_start(client_id, [key], [slice_lengths], config))
+
+    async def batch_put_end(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        return await self._batch(
+            keys, lambda ks, _: self.svc.batch_put_end(client_id, ks, replica_type)
+        )
+
+    async def batch_put_revoke(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        return await self._batch(
+            keys, lambda ks, _: self.svc.batch_put_revoke(client_id, ks, replica_type)
+        )
+
+    # Mooncake's UpsertEnd / UpsertRevoke are its PutEnd / PutRevoke.
+    batch_upsert_end = batch_put_end
+    batch_upsert_revoke = batch_put_revoke
+
+    async def put_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        _none(await self.batch_put_end(client_id, [key], replica_type))
+
+    async def put_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        _none(await self.batch_put_revoke(client_id, [key], replica_type))
+
+    upsert_end = put_end
+    upsert_revoke = put_revoke
+
+    # ------------------------------------------------------------------ removal and regex
+    async def remove(self, key: str, force: bool = False) -> None:
+        await self.svc.remove(self.key(key), force)
+
+    async def batch_remove(
+        self, keys: Sequence[str], force: bool = False
+    ) -> list[MooncakeError | None]:
+        return await self._batch(keys, lambda ks, _: self.svc.batch_remove(ks, force))
+
+    async def _keys(self) -> list[tuple[str, str]]:
+        """(internal, user) of every object of this tenant."""
+        out: list[tuple[str, str]] = []
+        for k in await self.svc._all_object_keys():
+            user = self.mine(k)
+            if user is not None:
+                out.append((k, user))
+        return out
+
+    async def _matching(self, pattern: str) -> list[tuple[str, str]]:
+        """As the store's regex (search semantics, the same limits), on the user keys."""
+        check_str("pattern", pattern, MAX_REGEX_LEN)
+        import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
+
+        try:
+            pat = regex.compile(pattern)
+        except (regex.error, ValueError, OverflowError) as exc:
+            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
+        matched: list[tuple[str, str]] = []
+        for internal, user in await self._keys():
+            try:
+                if pat.search(user, timeout=REGEX_TIMEOUT_S):
+                    matched.append((internal, user))
+            except TimeoutError as exc:
+                raise MooncakeError(
+                    ErrorCode.INVALID_PARAMS, f"pattern: takes too long on key {user[:64]!r}"
+                ) from exc
+        return matched
+
+    async def remove_by_regex(self, pattern: str, force: bool = False) -> int:
+        found = await self._matching(pattern)
+        n: int = await self.svc._remove_skip([k for k, _ in found], force)
+        return n
+
+    async def get_replica_list_by_regex(self, pattern: str) -> dict[str, GetReplicaListResponse]:
+        found = await self._matching(pattern)
+        res = await self.svc.batch_get_replica_list([k for k, _ in found])
+        return {u: r for (_, u), r in zip(found, res) if not isinstance(r, MooncakeError)}
+
+    async def remove_all(self, force: bool = False) -> int:
+        n: int = await self.svc._remove_skip([k for k, _ in await self._keys()], force)
+        return n
+
+
+def _one(res: list[T | MooncakeError]) -> T:
+    [r] = res
+    if isinstance(r, MooncakeError):
+        raise r
+    return r
+
+
+def _none(res: list[MooncakeError | None]) -> None:
+    [r] = res
+    if r is not None:
+        raise r
