@@ -80,7 +80,10 @@ class TenantScope:
         if not self.head or not cfg.parent_block_hash:
             return cfg
         return ReplicateConfig.from_dict(
-            {**cfg.to_dict(), "parent_block_hash": scoped_prefix(self.tenant, cfg.parent_block_hash)}
+            {
+                **cfg.to_dict(),
+                "parent_block_hash": scoped_prefix(self.tenant, cfg.parent_block_hash),
+            }
         )
 
     def configs(self, config: ConfigArg | Sequence[ConfigArg], n: int) -> Any:
@@ -88,7 +91,7 @@ class TenantScope:
             return [self.config(c) for c in config]
         return self.config(config)  # type: ignore[arg-type]
 
-    async def _batch(
+    async def each(
         self, keys: Sequence[str], call: Callable[[list[Any], list[int]], Any]
     ) -> list[Any]:
         """Runs ``call(internal keys, their indexes)`` over the keys that map; the others
@@ -112,7 +115,7 @@ class TenantScope:
         return bool(await self.svc.exist_key(self.key(key)))
 
     async def batch_exist_key(self, keys: Sequence[str]) -> list[bool | MooncakeError]:
-        return await self._batch(keys, lambda ks, _: self.svc.batch_exist_key(ks))
+        return await self.each(keys, lambda ks, _: self.svc.batch_exist_key(ks))
 
     async def get_replica_list(self, key: str) -> GetReplicaListResponse:
         res: GetReplicaListResponse = await self.svc.get_replica_list(self.key(key))
@@ -121,7 +124,7 @@ class TenantScope:
     async def batch_get_replica_list(
         self, keys: Sequence[str]
     ) -> list[GetReplicaListResponse | MooncakeError]:
-        return await self._batch(keys, lambda ks, _: self.svc.batch_get_replica_list(ks))
+        return await self.each(keys, lambda ks, _: self.svc.batch_get_replica_list(ks))
 
     # ------------------------------------------------------------------ puts and upserts
     async def _start(
@@ -142,7 +145,7 @@ class TenantScope:
             c = [cfg[i] for i in where] if isinstance(cfg, list) else cfg
             return method(client_id, ks, [slice_lengths[i] for i in where], c)
 
-        return await self._batch(keys, call)
+        return await self.each(keys, call)
 
     async def batch_put_start(
         self,
@@ -177,14 +180,14 @@ class TenantScope:
     async def batch_put_end(
         self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
     ) -> list[MooncakeError | None]:
-        return await self._batch(
+        return await self.each(
             keys, lambda ks, _: self.svc.batch_put_end(client_id, ks, replica_type)
         )
 
     async def batch_put_revoke(
         self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
     ) -> list[MooncakeError | None]:
-        return await self._batch(
+        return await self.each(
             keys, lambda ks, _: self.svc.batch_put_revoke(client_id, ks, replica_type)
         )
 
@@ -208,7 +211,7 @@ class TenantScope:
     async def batch_remove(
         self, keys: Sequence[str], force: bool = False
     ) -> list[MooncakeError | None]:
-        return await self._batch(keys, lambda ks, _: self.svc.batch_remove(ks, force))
+        return await self.each(keys, lambda ks, _: self.svc.batch_remove(ks, force))
 
     async def _keys(self) -> list[tuple[str, str]]:
         """(internal, user) of every object of this tenant."""

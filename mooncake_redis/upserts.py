@@ -69,7 +69,7 @@ class Upserts:
                 raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
             cfgs = [svc._check_config(ReplicateConfig.coerce(c)) for c in config]
         else:
-            one = svc._check_config(ReplicateConfig.coerce(config))
+            one = svc._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
             cfgs = [one] * len(keys)
         results: list[StartResult | None] = [None] * len(keys)
         todo: list[_Put] = []
@@ -177,7 +177,8 @@ class Upserts:
                 )
             else:
                 results[p.index] = MooncakeError(
-                    ErrorCode.NO_AVAILABLE_HANDLE, f"key {p.key}: no segment has {p.size} bytes free"
+                    ErrorCode.NO_AVAILABLE_HANDLE,
+                    f"key {p.key}: no segment has {p.size} bytes free",
                 )
         if any(r.code == ErrorCode.NO_AVAILABLE_HANDLE for r in (results[p.index] for p in puts)):
             await self.svc.request_eviction("alloc")

@@ -235,7 +235,11 @@ async def test_radix_node_kept_and_new_key_guarded(make_service: Any) -> None:
     await upsert(svc, child, 1000)
     await upsert(svc, child, 4000)  # new buffers, same node, same parent
     after = await svc.get_keys_by_prefix(child)
-    assert (after.parent_prefix_hash, after.keys) == (before.parent_prefix_hash, before.keys) == (root, [child])
+    assert (
+        (after.parent_prefix_hash, after.keys)
+        == (before.parent_prefix_hash, before.keys)
+        == (root, [child])
+    )
     assert (await svc.get_keys_by_prefix(root)).children == [child]
     # A new key is a put: the radix put guard refuses a parent that is not stored.
     with pytest.raises(MooncakeError) as e:

@@ -13,7 +13,16 @@ import pytest
 from mooncake_redis import MasterService
 from mooncake_redis.chaos import complete_objects
 from mooncake_redis.models import ReplicateConfig
-from tests.test_crash_steps import CFG, CLIENT, SIZE, Crash, Crasher, World, build, recover_and_check
+from tests.test_crash_steps import (
+    CFG,
+    CLIENT,
+    SIZE,
+    Crash,
+    Crasher,
+    World,
+    build,
+    recover_and_check,
+)
 
 
 async def _upsert(w: World, keys: list[str], sizes: list[int], parents: list[str]) -> None:

@@ -116,7 +116,7 @@ class AsyncMasterClient(AsyncClient):
     async def upsert_start(
         self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
     ) -> list[ReplicaDescriptor]:
-        """UpsertStart: a put, or new data for an existing key (same size: its buffers; another size: new ones)."""
+        """UpsertStart: a put, or new data for an existing key."""
         result: list[ReplicaDescriptor] = await self._call(
             RPCS["upsert_start"],
             {"client_id": client_id, "key": key, "slice_lengths": slice_lengths, "config": config},
@@ -373,7 +373,7 @@ class MasterClient(SyncClient):
     def upsert_start(
         self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
     ) -> list[ReplicaDescriptor]:
-        """UpsertStart: a put, or new data for an existing key (same size: its buffers; another size: new ones)."""
+        """UpsertStart: a put, or new data for an existing key."""
         result: list[ReplicaDescriptor] = self._call(
             RPCS["upsert_start"],
             {"client_id": client_id, "key": key, "slice_lengths": slice_lengths, "config": config},

@@ -289,8 +289,7 @@ _RPC_LIST: list[Rpc] = [
     Rpc("batch_put_revoke", BatchPutKeysRequest, None, _none, _none, batch=True,
         summary="BatchPutRevoke: one result per key."),
     Rpc("upsert_start", PutStartRequest, list[ReplicaBody], _replicas_to_json,
-        _replicas_from_json, summary="UpsertStart: a put, or new data for an existing key"
-        " (same size: its buffers; another size: new ones)."),
+        _replicas_from_json, summary="UpsertStart: a put, or new data for an existing key."),
     Rpc("upsert_end", PutKeyRequest, None, _none, _none, idempotent=True,
         summary="UpsertEnd: as PutEnd."),
     Rpc("upsert_revoke", PutKeyRequest, None, _none, _none,

@@ -29,7 +29,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from ..prefix import extract_prefix
 from ..service import MasterService
 
 LOCAL_HINTS = 200_000  # most hints one worker remembers itself (the rest are read from Redis)
@@ -55,7 +54,7 @@ class ParentHints:
         """Consecutive keys of one prefix grouped: (prefix, key indexes), in order."""
         out: list[tuple[str, list[int]]] = []
         for i, k in enumerate(keys):
-            p = extract_prefix(k, self.pattern) if isinstance(k, str) and k else ""
+            p = self.svc.prefix_of(k) if isinstance(k, str) and k else ""  # tenant-scoped
             if out and out[-1][0] == p:
                 out[-1][1].append(i)
             else:
