@@ -63,8 +63,8 @@ class TenantScope:
     # ------------------------------------------------------------------ mapping
     def key(self, key: object) -> Any:
         """The internal key (anything not a string goes on to the store's own check)."""
-        if not isinstance(key, str):
-            return key
+        if not isinstance(key, str) or not key:
+            return key  # the store's own check answers it (an empty key is not "T\0")
         if SEP in key:
             raise MooncakeError(ErrorCode.INVALID_PARAMS, "key: contains NUL")
         return self.head + key
