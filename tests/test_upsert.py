@@ -14,6 +14,7 @@ import pytest
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig
+from mooncake_redis.records import _s
 from tests.helpers import h
 from tests.test_store_basic import C, mounted, put, seg
 
@@ -277,4 +278,38 @@ async def test_bad_inputs(make_service: Any) -> None:
         await svc.upsert_end(C, "absent")
     assert e.value.code == ErrorCode.OBJECT_NOT_FOUND
     await svc.mount_segment(seg(5), C)
+    await assert_clean(svc)
+
+
+async def test_resent_commit_answers_again(make_service: Any) -> None:
+    """A resent upsert_start script call (same put id: its first reply was lost) changes
+    nothing and answers the replicas it wrote."""
+    svc = await svc_for(make_service)
+    await put(svc, "k", 1000)
+    c = svc.config
+    head = [c.num_shards, c.alloc_commit_deadline_ms, RELEASE_MS, c.default_kv_soft_pin_ttl_ms]
+    item = (svc.shard_of_key("k"), ["k", "pid-1", C, "1000", 0, 0, ""])
+    [a] = await svc.run_sharded_items("upsert_start", [item], head)
+    [b] = await svc.run_sharded_items("upsert_start", [item], head)
+    assert [_s(a[2]), _s(b[2])] == ["inplace", "again"] and _s(a[3]) == _s(b[3])
+    await svc.upsert_end(C, "k")
+    await assert_clean(svc)
+
+
+async def test_key_created_by_a_concurrent_put_is_upserted(make_service: Any) -> None:
+    """Absent when looked at, then put by another worker before this upsert's put commits:
+    the put answers OBJECT_ALREADY_EXISTS and the upsert starts over on the existing key."""
+    svc = await svc_for(make_service)
+    other: MasterService = await make_service(**CFG)
+    raced: list[Any] = []
+
+    async def hook(step: str) -> None:
+        if step == "put_start:reserved" and not raced:
+            raced.append(await put(other, "k", 1000))
+
+    svc.fault_hook = hook
+    reps = await svc.upsert_start("writer-2", "k", [1000])
+    assert raced  # the racing put's object, then upserted in place
+    assert raced[0][0].buffer_address == reps[0].buffer_address
+    await svc.upsert_end("writer-2", "k")
     await assert_clean(svc)
