@@ -96,6 +96,10 @@ class TenantScope:
     ) -> list[Any]:
         """Runs ``call(internal keys, their indexes)`` over the keys that map; the others
         answer their error in place (a batch answers per key)."""
+        head = self.head
+        if all(type(k) is str and SEP not in k and k for k in keys):  # the hot path
+            mapped_all = [head + k for k in keys] if head else list(keys)
+            return list(await call(mapped_all, list(range(len(keys)))))
         out: list[Any] = [None] * len(keys)
         mapped: list[Any] = []
         where: list[int] = []
