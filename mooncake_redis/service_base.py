@@ -10,7 +10,7 @@ from .backend import Backend, redact
 from .config import SCHEMA_VERSION, Config
 from .errors import ErrorCode, MooncakeError
 from .keys import KeySchema
-from .prefix import extract_prefix
+from .prefix import SCOPE, extract_prefix, split_scoped
 from .records import _s
 
 # A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
@@ -100,10 +100,12 @@ class ServiceBase:
             await self.fault_hook(step)
 
     def prefix_of(self, key: str) -> str:
-        # A tenant's key "T\0key" (tenants.py): the tenant's scope plus the user key's prefix.
-        tenant, sep, rest = key.partition("\0")
-        if sep:
-            return tenant + sep + extract_prefix(rest, self.config.key_hash_pattern)
+        # A tenant's key "\0T\0key" (tenants.py): the tenant's scope plus the key's prefix.
+        if key.startswith(SCOPE):
+            scoped = split_scoped(key)
+            if scoped is not None:
+                head = key[: len(key) - len(scoped[1])]
+                return head + extract_prefix(scoped[1], self.config.key_hash_pattern)
         return extract_prefix(key, self.config.key_hash_pattern)
 
     def shard_of_key(self, key: str) -> int:

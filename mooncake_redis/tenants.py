@@ -1,14 +1,17 @@
 """Tenants: ``tenant_id`` is part of an object's identity, as in Mooncake (tenant_id.h).
 
-The mapping is Mooncake's own scoped key: an object of tenant ``T`` other than ``"default"`` is
-stored under the internal key ``T + "\\0" + key``; a ``"default"`` object under its key as
-today, so nothing stored before tenants needs a migration. Keys of any tenant seen through a
-scope may not contain NUL (the separator), so the split is unambiguous. The radix prefix of a
-scoped key is the tenant's scope plus the prefix of the user key (``ServiceBase.prefix_of``),
-and a parent block hash is scoped the same way, so radix nodes and their parent/child links
-never cross tenants; the index's shard follows the scoped prefix, so tenants spread as keys do.
-Reads, removes, regex and remove_all through a scope see only that tenant's objects; the
-library's unscoped methods stay the whole store's (an operator's view).
+The mapping is Mooncake's scoped key, made unambiguous: an object of tenant ``T`` other than
+``"default"`` is stored under the internal key ``"\\0" + T + "\\0" + key``; a ``"default"``
+object under its key as today, so nothing stored before tenants needs a migration. Only a
+well-formed scoped key parses as one (``prefix.split_scoped``: a valid tenant id between the
+NULs, a non-empty key after), so the split is a pure function of the stored key (the janitor and
+fsck find an object's shard from its key alone), and the default scope refuses a key of that
+form (it would be another tenant's). The radix prefix of a scoped key is its scope plus the
+prefix of the user key (``ServiceBase.prefix_of``), and a parent block hash is scoped the same
+way, so radix nodes and their parent/child links never cross tenants; the index's shard follows
+the scoped prefix, so tenants spread as keys do. Reads, removes, regex and remove_all through a
+scope see only that tenant's objects; the library's unscoped methods stay the whole store's (an
+operator's view, where a scoped key is spelled out).
 
 Valid tenant ids (Mooncake ``TenantId::IsValid``): printable ASCII, not starting with ``_``;
 the empty string is ``"default"``. What a scope needs from the service: its public object
@@ -22,12 +25,11 @@ from typing import Any, TypeVar
 
 from .errors import ErrorCode, MooncakeError
 from .objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S
-from .prefix import check_str
+from .prefix import SCOPE, check_str, split_scoped
 from .puts import ConfigArg
 from .types import GetReplicaListResponse, ReplicaDescriptor, ReplicateConfig
 
 DEFAULT_TENANT = "default"
-SEP = "\0"
 T = TypeVar("T")
 
 
@@ -49,7 +51,11 @@ def check_tenant(tenant_id: object, max_len: int = 256) -> str:
 
 def scoped_prefix(tenant_id: str, prefix: str) -> str:
     """A block hash as the index of tenant ``tenant_id`` names it."""
-    return prefix if tenant_id == DEFAULT_TENANT or not prefix else tenant_id + SEP + prefix
+    return prefix if tenant_id == DEFAULT_TENANT or not prefix else _head(tenant_id) + prefix
+
+
+def _head(tenant_id: str) -> str:
+    return SCOPE + tenant_id + SCOPE
 
 
 class TenantScope:
@@ -58,21 +64,23 @@ class TenantScope:
     def __init__(self, svc: Any, tenant_id: str) -> None:
         self.svc = svc
         self.tenant = check_tenant(tenant_id, svc.config.max_key_length)
-        self.head = "" if self.tenant == DEFAULT_TENANT else self.tenant + SEP
+        self.head = "" if self.tenant == DEFAULT_TENANT else _head(self.tenant)
 
     # ------------------------------------------------------------------ mapping
     def key(self, key: object) -> Any:
         """The internal key (anything not a string goes on to the store's own check)."""
         if not isinstance(key, str) or not key:
-            return key  # the store's own check answers it (an empty key is not "T\0")
-        if SEP in key:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, "key: contains NUL")
+            return key  # the store's own check answers it (an empty key stays empty)
+        if not self.head and key.startswith(SCOPE) and split_scoped(key) is not None:
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, "key: a default key may not have a tenant key's form"
+            )
         return self.head + key
 
     def mine(self, internal: str) -> str | None:
         """The user key of an internal key of this tenant, else None."""
         if not self.head:
-            return None if SEP in internal else internal
+            return internal if split_scoped(internal) is None else None
         return internal[len(self.head) :] if internal.startswith(self.head) else None
 
     def config(self, config: ConfigArg) -> ReplicateConfig:
@@ -97,7 +105,7 @@ class TenantScope:
         """Runs ``call(internal keys, their indexes)`` over the keys that map; the others
         answer their error in place (a batch answers per key)."""
         head = self.head
-        if all(type(k) is str and SEP not in k and k for k in keys):  # the hot path
+        if all(type(k) is str and k and k[0] != SCOPE for k in keys):  # the hot path
             mapped_all = [head + k for k in keys] if head else list(keys)
             return list(await call(mapped_all, list(range(len(keys)))))
         out: list[Any] = [None] * len(keys)

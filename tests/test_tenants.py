@@ -11,6 +11,7 @@ import pytest
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig
+from mooncake_redis.prefix import split_scoped
 from mooncake_redis.tenants import check_tenant, scoped_prefix
 from tests.helpers import h
 from tests.test_store_basic import C, mounted
@@ -85,9 +86,25 @@ async def test_bad_tenants_and_keys(make_service: Any) -> None:
             svc.tenant(bad)
         assert e.value.code == ErrorCode.INVALID_PARAMS
     assert check_tenant("") == "default" and check_tenant("t 1~") == "t 1~"
-    t1 = svc.tenant("t1")
+    t1, d = svc.tenant("t1"), svc.tenant("default")
     res = await t1.batch_exist_key(["ok", "a\0b", ""])
-    assert res[0] is False
-    assert all(isinstance(r, MooncakeError) for r in res[1:])
-    with pytest.raises(MooncakeError):
-        await svc.tenant("default").exist_key("a\0b")
+    assert res[:2] == [False, False] and isinstance(res[2], MooncakeError)
+    # Keys with NULs are plain keys in every tenant, but a default key may not take the form
+    # of another tenant's key ("\0t1\0k").
+    await put(d, "a\0b")
+    await put(t1, "\0x\0y")
+    assert await d.exist_key("a\0b") and await t1.exist_key("\0x\0y")
+    assert not await t1.exist_key("a\0b")
+    with pytest.raises(MooncakeError) as e:
+        await d.exist_key("\0t1\0ok")
+    assert e.value.code == ErrorCode.INVALID_PARAMS
+    assert await d.exist_key("\0_x\0k") is False  # not a tenant key's form: a plain key
+    assert sorted(await d.get_replica_list_by_regex("^")) == ["a\0b"]
+    assert sorted(await t1.get_replica_list_by_regex("^")) == ["\0x\0y"]
+    assert (await fsck(svc)).clean
+
+
+def test_split_is_exact() -> None:
+    assert split_scoped("\0t1\0k\0z") == ("t1", "k\0z")
+    for plain in ("k", "\0", "\0\0k", "\0t1\0", "\0_t\0k", "\0t\x01\0k", "a\0t\0k"):
+        assert split_scoped(plain) is None, plain

@@ -110,4 +110,5 @@ async def test_tenants_are_separate(wire: RawClient) -> None:
         assert await c.call("ExistKey", ("k", tenant)) == BAD
         assert await c.call("BatchExistKey", (["a", "b"], tenant)) == [BAD, BAD]
         assert await c.call("RemoveAll", (True, tenant)) == ErrorCode.INVALID_PARAMS  # a long
-    assert await c.call("ExistKey", ("a\0b", D)) == BAD  # NUL separates tenant and key
+    assert await c.call("ExistKey", ("\0t1\0k", D)) == BAD  # a tenant key's form
+    assert await c.call("ExistKey", ("a\0b", D)) is False  # a plain key
