@@ -16,7 +16,7 @@ from .backend import Backend
 from .config import Config
 from .eviction.metrics import EvictionMetrics
 from .keys import KeySchema
-from .prefix import extract_prefix
+from .prefix import SCOPE, extract_prefix, split_scoped
 
 # A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
 FaultHook = Callable[[str], Awaitable[None]]
@@ -46,6 +46,12 @@ class Context:
             await self.fault_hook(step)
 
     def prefix_of(self, key: str) -> str:
+        # A tenant's key "\0T\0key" (tenants.py): the tenant's scope plus the key's prefix.
+        if key.startswith(SCOPE):
+            scoped = split_scoped(key)
+            if scoped is not None:
+                head = key[: len(key) - len(scoped[1])]
+                return head + extract_prefix(scoped[1], self.config.key_hash_pattern)
         return extract_prefix(key, self.config.key_hash_pattern)
 
     def shard_of_key(self, key: str) -> int:

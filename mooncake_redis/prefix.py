@@ -31,6 +31,24 @@ def extract_prefix(key: str, pattern: str | None = None) -> str:
     return key
 
 
+SCOPE = "\0"  # a tenant's object key is SCOPE + tenant + SCOPE + key (tenants.py)
+
+
+def split_scoped(key: str) -> tuple[str, str] | None:
+    """(tenant, key) of a tenant-scoped key, None for any other key (a "default" key). Only
+    a well-formed scoped key parses (a tenant id is printable ASCII without a leading ``_``,
+    the key non-empty), so a default key is misread only if it is itself of that form."""
+    if not key.startswith(SCOPE):
+        return None
+    j = key.find(SCOPE, 1)
+    if j <= 1 or j + 1 >= len(key):
+        return None
+    tenant = key[1:j]
+    if tenant[0] == "_" or not all(" " <= c <= "~" for c in tenant):
+        return None
+    return tenant, key[j + 1 :]
+
+
 def check_str(field: str, value: object, max_len: int, *, allow_empty: bool = False) -> str:
     """A non-empty str of at most ``max_len`` characters that Redis can store as UTF-8."""
     if not isinstance(value, str):

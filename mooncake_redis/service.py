@@ -12,6 +12,8 @@ nothing reaches back):
     Objects(ctx, puts)
     Janitor(ctx, namespace, radix, allocator, segments)
     Eviction(ctx, radix, allocator, segments, janitor)
+    Upserts(ctx, puts, allocator)
+    TenantScope(config, objects, puts, upserts, tenant)   a view, per call of tenant()
 
 The server, the wire front end, the clients and the tools call this object only; the parts are
 also reachable (``svc.puts``, ``svc.eviction``...) for tests and tools that need an internal.
@@ -39,7 +41,9 @@ from .objects import Objects
 from .puts import ConfigArg, Puts
 from .radix import RadixIndex
 from .segments import Segments, Usage
+from .tenants import TenantScope
 from .types import RadixNode, RegisterItem, SubtreeResult
+from .upserts import Upserts
 
 
 class MasterService:
@@ -55,6 +59,7 @@ class MasterService:
         self.objects = Objects(ctx, self.puts)
         self.janitor = Janitor(ctx, self.namespace, self.radix, self.allocator, self.segments)
         self.eviction = Eviction(ctx, self.radix, self.allocator, self.segments, self.janitor)
+        self.upserts = Upserts(ctx, self.puts, self.allocator)
 
     @classmethod
     async def from_url(
@@ -84,6 +89,40 @@ class MasterService:
 
     async def aclose(self) -> None:
         await self.ctx.backend.aclose()
+
+    def tenant(self, tenant_id: str) -> TenantScope:
+        """The object RPCs of one tenant (``"default"``: today's keys, unchanged)."""
+        return TenantScope(self.config, self.objects, self.puts, self.upserts, tenant_id)
+
+    async def upsert_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        return await self.upserts.upsert_start(client_id, key, slice_lengths, config)
+
+    async def batch_upsert_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        return await self.upserts.batch_upsert_start(client_id, keys, slice_lengths, config)
+
+    async def upsert_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        await self.upserts.upsert_end(client_id, key, replica_type)
+
+    async def batch_upsert_end(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        return await self.upserts.batch_upsert_end(client_id, keys, replica_type)
+
+    async def upsert_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        await self.upserts.upsert_revoke(client_id, key, replica_type)
+
+    async def batch_upsert_revoke(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        return await self.upserts.batch_upsert_revoke(client_id, keys, replica_type)
 
     async def __aenter__(self) -> MasterService:
         return self

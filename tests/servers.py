@@ -37,7 +37,10 @@ class RedisCluster:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
 
     def start(self) -> None:
-        base = free_port_block(self.masters)
+        # MOONCAKE_REDIS_TEST_PORT_BASE: where to look for free ports (a shared machine's range).
+        base = free_port_block(
+            self.masters, int(os.environ.get("MOONCAKE_REDIS_TEST_PORT_BASE", "17000"))
+        )
         for port in range(base, base + self.masters):
             node = RedisProcess(
                 port,

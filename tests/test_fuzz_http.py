@@ -147,12 +147,16 @@ async def seed(t: Target) -> None:
     """Puts the state the steered bodies name back (a previous operation may have removed it)."""
     r = await t.post("mount_segment", SEGMENT)
     assert r.status_code == 200, r.text
-    for key in [*COMPLETE, PROCESSING]:
-        r = await t.post("put_start", {"client_id": CLIENT, "key": key, "slice_lengths": [1024]})
-        assert r.status_code in (200, 409), r.text
-        if r.status_code == 200 and key != PROCESSING:
-            r = await t.post("put_end", {"client_id": CLIENT, "key": key})
-            assert r.status_code == 200, r.text
+    for key in COMPLETE:
+        # An upsert: whatever a previous operation left (an upsert in progress included), the
+        # key ends COMPLETE and this client's.
+        body = {"client_id": CLIENT, "key": key, "slice_lengths": [1024]}
+        r = await t.post("upsert_start", body)
+        assert r.status_code == 200, r.text
+        r = await t.post("put_end", {"client_id": CLIENT, "key": key})
+        assert r.status_code == 200, r.text
+    r = await t.post("put_start", {"client_id": CLIENT, "key": PROCESSING, "slice_lengths": [1024]})
+    assert r.status_code in (200, 409), r.text
     r = await t.post("get_replica_list", {"key": COMPLETE[0]})  # grants a lease
     assert r.status_code == 200, r.text
     r = await t.post(

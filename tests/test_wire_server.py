@@ -178,28 +178,6 @@ async def test_mooncake_errors_pass_through(wire: Any) -> None:
     assert await c.call("ExistKey", ("", D)) == Err(ErrorCode.INVALID_PARAMS)
 
 
-async def test_tenants_other_than_default_are_refused(wire: Any) -> None:
-    _, c = wire
-    bad = Err(ErrorCode.INVALID_PARAMS)
-    assert await c.call("ExistKey", ("k", "t1")) == bad
-    assert await c.call("BatchExistKey", (["a", "b"], "t1")) == [bad, bad]
-    assert await c.call("PutStart", (CLIENT, "k", 8, ReplicateConfig(), "t1")) == bad
-    assert await c.call("BatchPutStart", (CLIENT, ["k"], [8], ReplicateConfig(), "t1")) == [bad]
-    assert await c.call("RemoveAll", (True, "t1")) == ErrorCode.INVALID_PARAMS  # a plain long
-
-
-async def test_upserts_answer_unavailable_in_current_mode(wire: Any) -> None:
-    _, c = wire
-    no = Err(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)
-    assert await c.call("UpsertStart", (CLIENT, "k", 8, ReplicateConfig(), D)) == no
-    assert await c.call("UpsertEnd", (CLIENT, ObjectMeta("k"), ALL, D)) == no
-    assert await c.call("UpsertRevoke", (CLIENT, "k", ALL, D)) == no
-    start = await c.call("BatchUpsertStart", (CLIENT, ["a", "b"], [8, 8], ReplicateConfig(), D))
-    assert start == [no, no]
-    assert await c.call("BatchUpsertEnd", (CLIENT, [ObjectMeta("a")], D)) == [no]
-    assert await c.call("BatchUpsertRevoke", (CLIENT, ["a"], D)) == [no]
-
-
 async def test_unknown_functions_and_bad_arguments_are_coro_rpc_errors(wire: Any) -> None:
     _, c = wire
     for f in (0x12345678, fid("CalcCacheStats"), fid("CopyStart")):

@@ -113,6 +113,68 @@ class AsyncMasterClient(AsyncClient):
         )
         return result
 
+    async def upsert_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        """UpsertStart: a put, or new data for an existing key."""
+        result: list[ReplicaDescriptor] = await self._call(
+            RPCS["upsert_start"],
+            {"client_id": client_id, "key": key, "slice_lengths": slice_lengths, "config": config},
+        )
+        return result
+
+    async def upsert_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        """UpsertEnd: as PutEnd."""
+        await self._call(
+            RPCS["upsert_end"], {"client_id": client_id, "key": key, "replica_type": replica_type}
+        )
+
+    async def upsert_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        """UpsertRevoke: as PutRevoke (the object goes)."""
+        await self._call(
+            RPCS["upsert_revoke"],
+            {"client_id": client_id, "key": key, "replica_type": replica_type},
+        )
+
+    async def batch_upsert_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        """BatchUpsertStart: one result per key."""
+        result: list[list[ReplicaDescriptor] | MooncakeError] = await self._call(
+            RPCS["batch_upsert_start"],
+            {
+                "client_id": client_id,
+                "keys": keys,
+                "slice_lengths": slice_lengths,
+                "config": config,
+            },
+        )
+        return result
+
+    async def batch_upsert_end(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        """BatchUpsertEnd: one result per key."""
+        result: list[MooncakeError | None] = await self._call(
+            RPCS["batch_upsert_end"],
+            {"client_id": client_id, "keys": keys, "replica_type": replica_type},
+        )
+        return result
+
+    async def batch_upsert_revoke(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        """BatchUpsertRevoke: one result per key."""
+        result: list[MooncakeError | None] = await self._call(
+            RPCS["batch_upsert_revoke"],
+            {"client_id": client_id, "keys": keys, "replica_type": replica_type},
+        )
+        return result
+
     async def get_replica_list(self, key: str) -> GetReplicaListResponse:
         """GetReplicaList: COMPLETE replicas of a key; grants a lease."""
         result: GetReplicaListResponse = await self._call(RPCS["get_replica_list"], {"key": key})
@@ -304,6 +366,68 @@ class MasterClient(SyncClient):
         """BatchPutRevoke: one result per key."""
         result: list[MooncakeError | None] = self._call(
             RPCS["batch_put_revoke"],
+            {"client_id": client_id, "keys": keys, "replica_type": replica_type},
+        )
+        return result
+
+    def upsert_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        """UpsertStart: a put, or new data for an existing key."""
+        result: list[ReplicaDescriptor] = self._call(
+            RPCS["upsert_start"],
+            {"client_id": client_id, "key": key, "slice_lengths": slice_lengths, "config": config},
+        )
+        return result
+
+    def upsert_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        """UpsertEnd: as PutEnd."""
+        self._call(
+            RPCS["upsert_end"], {"client_id": client_id, "key": key, "replica_type": replica_type}
+        )
+
+    def upsert_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        """UpsertRevoke: as PutRevoke (the object goes)."""
+        self._call(
+            RPCS["upsert_revoke"],
+            {"client_id": client_id, "key": key, "replica_type": replica_type},
+        )
+
+    def batch_upsert_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[list[ReplicaDescriptor] | MooncakeError]:
+        """BatchUpsertStart: one result per key."""
+        result: list[list[ReplicaDescriptor] | MooncakeError] = self._call(
+            RPCS["batch_upsert_start"],
+            {
+                "client_id": client_id,
+                "keys": keys,
+                "slice_lengths": slice_lengths,
+                "config": config,
+            },
+        )
+        return result
+
+    def batch_upsert_end(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        """BatchUpsertEnd: one result per key."""
+        result: list[MooncakeError | None] = self._call(
+            RPCS["batch_upsert_end"],
+            {"client_id": client_id, "keys": keys, "replica_type": replica_type},
+        )
+        return result
+
+    def batch_upsert_revoke(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        """BatchUpsertRevoke: one result per key."""
+        result: list[MooncakeError | None] = self._call(
+            RPCS["batch_upsert_revoke"],
             {"client_id": client_id, "keys": keys, "replica_type": replica_type},
         )
         return result

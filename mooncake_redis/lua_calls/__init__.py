@@ -4,8 +4,9 @@ typed reply out, so no caller builds ARGV by position or reads a reply by index.
 - :mod:`.globals`: scripts on the global tag (meta, ticks, pings, the segment registry, the
   evictor lease, the eviction flag);
 - :mod:`.segment`: scripts on one segment's tag (mount, unmount steps);
-- :mod:`.radix`: the radix index steps; :mod:`.store`, :mod:`.puts`: the object-store steps on
-  shard tags; :mod:`.evict`: the eviction steps (reads, fenced writes, fences, the journal).
+- :mod:`.radix`: the radix index steps; :mod:`.store`, :mod:`.puts`, :mod:`.upserts`: the
+  object-store steps on shard tags; :mod:`.evict`: the eviction steps (reads, fenced writes,
+  fences, the journal).
 
 Each wrapper's docstring names its script; the script's header is the contract it mirrors.
 """
@@ -85,6 +86,7 @@ from .store import (
     remove,
     segment_drop,
 )
+from .upserts import UpsertCommit, UpsertReply, upsert_start
 
 __all__ = [
     "META_FIELDS",
@@ -112,6 +114,8 @@ __all__ = [
     "Result",
     "TickReply",
     "UnmountBegin",
+    "UpsertCommit",
+    "UpsertReply",
     "Window",
     "alloc_confirm",
     "alloc_free",
@@ -154,4 +158,5 @@ __all__ = [
     "segment_unmount_end",
     "service_tick",
     "te_metadata_put",
+    "upsert_start",
 ]

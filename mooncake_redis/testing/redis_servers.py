@@ -24,7 +24,7 @@ def free_port() -> int:
 
 def free_port_block(n: int, start: int = 17000) -> int:
     """A run of n free ports (cluster bus ports at +10000 must be free too)."""
-    for base in range(start, 30000, n + 3):
+    for base in range(start, max(30000, start + 100 - n), n + 3):
         ok = True
         for p in (*range(base, base + n), *range(base + 10000, base + 10000 + n)):
             with socket.socket() as s:

@@ -5,11 +5,9 @@ Mapping rules (docs/wire.md has the whole table):
 - client and segment UUIDs become the store's string ids (``ids.uuid_str``);
 - error codes pass through one to one (``MooncakeError.code``); Redis unreachable is RPC_FAIL,
   Redis out of memory NO_AVAILABLE_HANDLE, anything else INTERNAL_ERROR (as over HTTP);
-- ``tenant_id`` must be ``"default"`` (anything else: INVALID_PARAMS) until the store keeps
-  tenants;
-- Upsert* answer UNAVAILABLE_IN_CURRENT_MODE per call or per key: the client hands that code to
-  its caller and keeps its connection (a coro_rpc ``function_not_registered`` would reach the
-  caller as RPC_FAIL, which reads as "master unreachable");
+- ``tenant_id`` scopes every object call (``MasterService.tenant``: Mooncake's scoped key,
+  ``"default"`` as before); an invalid one is INVALID_PARAMS;
+- Upsert* are the store's upserts (Mooncake's semantics, upserts.py);
 - a put's ReplicaType must be MEMORY or ALL (the memory-only store's whole put).
 """
 
@@ -28,6 +26,7 @@ from ..models import ReplicaDescriptor as StoreReplica
 from ..models import ReplicateConfig as StoreConfig
 from ..models import Segment as StoreSegment
 from ..service import MasterService
+from ..tenants import TenantScope
 from .ids import uuid_str
 from .parents import ParentHints
 from .rpc_table import SIGNATURES
@@ -52,7 +51,7 @@ from .types import (
 log = logging.getLogger("mooncake_redis.wire")
 
 STORE_VERSION = "2.0.0"  # ServiceReady must answer the client's own version string
-DEFAULT_TENANT = "default"
+MAX_SCOPES = 1024  # tenant scopes a worker keeps (they hold nothing but the id)
 SEGMENT_NAMES_TTL_S = 1.0
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -104,6 +103,7 @@ class WireFrontend:
         self.parents = parents
         self._names: dict[str, str] = {}
         self._names_at = 0.0
+        self._scopes: dict[str, TenantScope] = {}
         self.handlers: dict[str, Handler] = {name: getattr(self, name) for name in SIGNATURES}
 
     # ------------------------------------------------------------------ setup and liveness
@@ -138,23 +138,44 @@ class WireFrontend:
     async def FetchTasks(self, _: Any) -> list[Any]:
         return []  # no copy/move/offload tasks in this store
 
+    # ------------------------------------------------------------------ tenants
+    def _scope(self, tenant: str) -> TenantScope:
+        """The tenant's view of the store (tenants.py); an invalid id is INVALID_PARAMS."""
+        scope = self._scopes.get(tenant)
+        if scope is None:
+            scope = self.svc.tenant(tenant)
+            if len(self._scopes) < MAX_SCOPES:
+                self._scopes[tenant] = scope
+        return scope
+
+    async def _each(
+        self, tenant: str, keys: list[str], call: Callable[[list[Any], list[int]], Any]
+    ) -> list[Any]:
+        """A batch in one tenant: per-key errors in place, a bad tenant for every key."""
+        try:
+            scope = self._scope(tenant)
+        except MooncakeError as exc:
+            return [_err(exc.code)] * len(keys)
+        return [_item(r) for r in await scope.each(keys, call)]
+
     # ------------------------------------------------------------------ reads
     async def ExistKey(self, args: tuple[str, str]) -> Any:
         key, tenant = args
-        _tenant(tenant)
-        return await self.svc.exist_key(key)
+        return await self._scope(tenant).exist_key(key)
 
     async def BatchExistKey(self, args: tuple[list[str], str]) -> list[Any]:
         keys, tenant = args
-        if tenant != DEFAULT_TENANT:
-            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
-        if self.parents is None:
-            res = await self.svc.batch_exist_key(keys)
-        else:
-            res, _ = await asyncio.gather(
-                self.svc.batch_exist_key(keys), self._observe(self.parents, keys)
+        hints = self.parents
+
+        async def call(ks: list[Any], _: list[int]) -> Any:
+            if hints is None:
+                return await self.svc.batch_exist_key(ks)
+            res, _seen = await asyncio.gather(
+                self.svc.batch_exist_key(ks), self._observe(hints, ks)
             )
-        return [_item(r) for r in res]
+            return res
+
+        return await self._each(tenant, keys, call)
 
     @staticmethod
     async def _observe(hints: ParentHints, keys: list[str]) -> None:
@@ -165,23 +186,19 @@ class WireFrontend:
 
     async def GetReplicaList(self, args: tuple[str, str]) -> Any:
         key, tenant = args
-        _tenant(tenant)
-        return replica_list(await self.svc.get_replica_list(key))
+        return replica_list(await self._scope(tenant).get_replica_list(key))
 
     async def BatchGetReplicaList(self, args: tuple[list[str], str]) -> list[Any]:
         keys, tenant = args
-        if tenant != DEFAULT_TENANT:
-            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
-        res = await self.svc.batch_get_replica_list(keys)
-        return [_err(r.code) if isinstance(r, MooncakeError) else replica_list(r) for r in res]
+        res = await self._each(tenant, keys, lambda ks, _: self.svc.batch_get_replica_list(ks))
+        return [r if isinstance(r, Err) else replica_list(r) for r in res]
 
     async def GetReplicaListByRegex(self, args: tuple[str, str]) -> Any:
         pattern, tenant = args
-        _tenant(tenant)
-        found = await self.svc.get_replica_list_by_regex(pattern)
+        found = await self._scope(tenant).get_replica_list_by_regex(pattern)
         return {k: [replica(x) for x in r.replicas] for k, r in found.items()}
 
-    # ------------------------------------------------------------------ puts
+    # ------------------------------------------------------------------ puts and upserts
     async def _segment_ids(self, names: Sequence[str]) -> list[str]:
         """Mooncake prefers segments by name; the store by id."""
         if time.monotonic() - self._names_at > SEGMENT_NAMES_TTL_S:
@@ -209,101 +226,114 @@ class WireFrontend:
         base = cfg.to_dict()
         return [StoreConfig.from_dict({**base, "parent_block_hash": p}) for p in parents]
 
-    async def _put_start(
-        self, client: str, keys: list[str], sizes: list[int], config: ReplicateConfig
+    async def _start(
+        self,
+        upsert: bool,
+        client: str,
+        keys: list[str],
+        sizes: list[int],
+        config: ReplicateConfig,
+        tenant: str,
     ) -> list[Any]:
+        """BatchPutStart / BatchUpsertStart on the tenant's keys; inferred parents come from
+        hints on the same scoped keys, so they are the tenant's blocks."""
+        if len(sizes) != len(keys):
+            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
         cfg = await self._config(config)
-        lengths = [[n] for n in sizes]
         hints = self.parents if self.svc.config.enable_radix_tree else None
-        if hints is None:
-            res = await self.svc.batch_put_start(client, keys, lengths, cfg)
-        else:
-            parents = await hints.parents(keys)
-            res = await self.svc.batch_put_start(
-                client, keys, lengths, self._with_parents(cfg, parents)
-            )
-        return [_item(r) if isinstance(r, MooncakeError) else [replica(x) for x in r] for r in res]
+        method = self.svc.batch_upsert_start if upsert else self.svc.batch_put_start
+
+        async def call(ks: list[Any], where: list[int]) -> Any:
+            lengths = [[sizes[i]] for i in where]
+            if hints is None:
+                return await method(client, ks, lengths, cfg)
+            parents = await hints.parents(ks)
+            return await method(client, ks, lengths, self._with_parents(cfg, parents))
+
+        res = await self._each(tenant, keys, call)
+        return [r if isinstance(r, Err) else [replica(x) for x in r] for r in res]
 
     async def PutStart(self, args: tuple[Any, str, int, ReplicateConfig, str]) -> Any:
         client, key, size, config, tenant = args
-        _tenant(tenant)
-        [res] = await self._put_start(uuid_str(client), [key], [size], config)
+        [res] = await self._start(False, uuid_str(client), [key], [size], config, tenant)
         return res
 
     async def BatchPutStart(self, args: tuple[Any, list[str], list[int], Any, str]) -> list[Any]:
         client, keys, sizes, config, tenant = args
-        if tenant != DEFAULT_TENANT or len(sizes) != len(keys):
-            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
-        return await self._put_start(uuid_str(client), keys, sizes, config)
+        return await self._start(False, uuid_str(client), keys, sizes, config, tenant)
+
+    async def UpsertStart(self, args: tuple[Any, str, int, ReplicateConfig, str]) -> Any:
+        client, key, size, config, tenant = args
+        [res] = await self._start(True, uuid_str(client), [key], [size], config, tenant)
+        return res
+
+    async def BatchUpsertStart(self, args: tuple[Any, list[str], list[int], Any, str]) -> list[Any]:
+        client, keys, sizes, config, tenant = args
+        return await self._start(True, uuid_str(client), keys, sizes, config, tenant)
+
+    async def _ends(self, revoke: bool, client: Any, keys: list[str], tenant: str) -> list[Any]:
+        method = self.svc.batch_put_revoke if revoke else self.svc.batch_put_end
+        cid = uuid_str(client)
+        return await self._each(tenant, keys, lambda ks, _: method(cid, ks))
 
     async def PutEnd(self, args: tuple[Any, ObjectMeta, int, str]) -> Any:
         client, meta, rtype, tenant = args
-        _tenant(tenant)
-        await self.svc.put_end(uuid_str(client), meta.key, _replica_type(rtype))
+        _replica_type(rtype)
+        [res] = await self._ends(False, client, [meta.key], tenant)
+        return res
 
     async def PutRevoke(self, args: tuple[Any, str, int, str]) -> Any:
         client, key, rtype, tenant = args
-        _tenant(tenant)
-        await self.svc.put_revoke(uuid_str(client), key, _replica_type(rtype))
+        _replica_type(rtype)
+        [res] = await self._ends(True, client, [key], tenant)
+        return res
 
     async def BatchPutEnd(self, args: tuple[Any, list[ObjectMeta], int, str]) -> list[Any]:
         client, metas, rtype, tenant = args
-        if tenant != DEFAULT_TENANT or rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
+        if rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
             return [_err(ErrorCode.INVALID_PARAMS)] * len(metas)
-        res = await self.svc.batch_put_end(uuid_str(client), [m.key for m in metas])
-        return [_item(r) for r in res]
+        return await self._ends(False, client, [m.key for m in metas], tenant)
 
     async def BatchPutRevoke(self, args: tuple[Any, list[str], int, str]) -> list[Any]:
         client, keys, rtype, tenant = args
-        if tenant != DEFAULT_TENANT or rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
+        if rtype not in (REPLICA_TYPE_MEMORY, REPLICA_TYPE_ALL):
             return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
-        res = await self.svc.batch_put_revoke(uuid_str(client), keys)
-        return [_item(r) for r in res]
+        return await self._ends(True, client, keys, tenant)
 
-    # ------------------------------------------------------------------ upserts (phase B)
-    async def UpsertStart(self, args: Any) -> Any:
-        return _err(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)
+    # Mooncake's UpsertEnd / UpsertRevoke are its PutEnd / PutRevoke (the batch forms there
+    # take no ReplicaType: the whole object).
+    UpsertEnd = PutEnd
+    UpsertRevoke = PutRevoke
 
-    UpsertEnd = UpsertRevoke = UpsertStart
+    async def BatchUpsertEnd(self, args: tuple[Any, list[ObjectMeta], str]) -> list[Any]:
+        client, metas, tenant = args
+        return await self._ends(False, client, [m.key for m in metas], tenant)
 
-    async def BatchUpsertStart(self, args: Any) -> list[Any]:
-        return [_err(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)] * len(args[1])
-
-    BatchUpsertEnd = BatchUpsertRevoke = BatchUpsertStart
+    async def BatchUpsertRevoke(self, args: tuple[Any, list[str], str]) -> list[Any]:
+        client, keys, tenant = args
+        return await self._ends(True, client, keys, tenant)
 
     # ------------------------------------------------------------------ removal
     async def Remove(self, args: tuple[str, bool, str]) -> Any:
         key, force, tenant = args
-        _tenant(tenant)
-        await self.svc.remove(key, force)
+        await self._scope(tenant).remove(key, force)
 
     async def BatchRemove(self, args: tuple[list[str], bool, str]) -> list[Any]:
         keys, force, tenant = args
-        if tenant != DEFAULT_TENANT:
-            return [_err(ErrorCode.INVALID_PARAMS)] * len(keys)
-        return [_item(r) for r in await self.svc.batch_remove(keys, force)]
+        return await self._each(tenant, keys, lambda ks, _: self.svc.batch_remove(ks, force))
 
     async def RemoveByRegex(self, args: tuple[str, bool, str]) -> Any:
         pattern, force, tenant = args
-        _tenant(tenant)
-        return await self.svc.remove_by_regex(pattern, force)
+        return await self._scope(tenant).remove_by_regex(pattern, force)
 
     async def RemoveAll(self, args: tuple[bool, str]) -> int:
         """A plain ``long``: a failure travels as its negative error code, which is what the
         client's ``remove_all`` returns for a failed call."""
         force, tenant = args
         try:
-            _tenant(tenant)
-            return await self.svc.remove_all(force)
+            return await self._scope(tenant).remove_all(force)
         except Exception as exc:
             return error_code(exc)
-
-
-def _tenant(tenant: str) -> None:
-    if tenant != DEFAULT_TENANT:
-        raise MooncakeError(
-            ErrorCode.INVALID_PARAMS, f"tenant_id {tenant!r}: only {DEFAULT_TENANT!r} for now"
-        )
 
 
 def _replica_type(rtype: int) -> str:

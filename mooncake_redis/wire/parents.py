@@ -29,7 +29,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from ..lua_calls import parent_hints_put
-from ..prefix import extract_prefix
 from ..records import _s
 from ..service import MasterService
 
@@ -52,7 +51,7 @@ class ParentHints:
         """Consecutive keys of one prefix grouped: (prefix, key indexes), in order."""
         out: list[tuple[str, list[int]]] = []
         for i, k in enumerate(keys):
-            p = extract_prefix(k, self.pattern) if isinstance(k, str) and k else ""
+            p = self.svc.prefix_of(k) if isinstance(k, str) and k else ""  # tenant-scoped
             if out and out[-1][0] == p:
                 out[-1][1].append(i)
             else:

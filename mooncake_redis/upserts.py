@@ -1,0 +1,194 @@
+"""Upsert (Mooncake's UpsertStart / UpsertEnd / UpsertRevoke and batch forms): insert or update.
+
+Mooncake's three cases (mooncake-store/src/master_service.cpp, ``MasterService::UpsertStart``):
+A, the key is absent: a put; B, it exists COMPLETE with the same size: the same buffers, back to
+PROCESSING until UpsertEnd; C, another size, or a put/upsert in progress on the key (preempted at
+once): fresh buffers, the old ones released after ``put_start_release_timeout_ms``. UpsertEnd and
+UpsertRevoke are PutEnd and PutRevoke there and here.
+
+Steps, each one script on one tag (crash-safe as puts, see store.py): ``upsert_start`` with no
+buffers classifies and commits Case B; Case C keys get buffers (``alloc_reserve``, checkpoint
+``upsert_start:reserved``) and ``upsert_start`` again commits them; Case A keys go through the
+whole put (radix put guard, parents) and a key that a concurrent put created meanwhile starts
+over (three rounds at most). Nothing here holds state: a crash after any step leaves a
+reservation that the janitor reclaims, or an object PROCESSING that UpsertEnd completes or the
+janitor discards as a stale put.
+
+Given the context, the puts (their input checks, the whole put of an absent key, PutEnd and
+PutRevoke) and the allocator (reserve and free buffers).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from . import lua_calls as lua
+from .allocation import Allocator, PutItem
+from .context import Context
+from .errors import ErrorCode, MooncakeError
+from .lua_calls.upserts import UpsertCommit, UpsertReply
+from .models import PROCESSING, ReplicaDescriptor, ReplicateConfig
+from .prefix import check_str
+from .puts import ConfigArg, Puts, _descriptor
+
+ROUNDS = 3  # an absent key that a concurrent put created meanwhile is upserted again
+StartResult = list[ReplicaDescriptor] | MooncakeError
+
+
+class Upserts:
+    def __init__(self, ctx: Context, puts: Puts, allocator: Allocator) -> None:
+        self.ctx = ctx
+        self.puts = puts
+        self.allocator = allocator
+
+    async def upsert_start(
+        self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
+    ) -> list[ReplicaDescriptor]:
+        [res] = await self.batch_upsert_start(client_id, [key], [slice_lengths], config)
+        if isinstance(res, MooncakeError):
+            raise res
+        return res
+
+    async def batch_upsert_start(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg] = None,
+    ) -> list[StartResult]:
+        """One result per key, as BatchPutStart (Mooncake runs UpsertStart per key)."""
+        puts = self.puts
+        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
+        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
+            )
+        if isinstance(config, (list, tuple)):
+            if len(config) != len(keys):
+                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
+            cfgs = [puts._check_config(ReplicateConfig.coerce(c)) for c in config]
+        else:
+            one = puts._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
+            cfgs = [one] * len(keys)
+        results: list[StartResult | None] = [None] * len(keys)
+        todo: list[PutItem] = []
+        for i, key in enumerate(keys):
+            try:
+                todo.append(puts._check_put(i, key, slice_lengths[i], cfgs[i]))
+            except MooncakeError as exc:
+                results[i] = exc
+        for _ in range(ROUNDS):
+            if not todo:
+                break
+            todo = await self._round(client, todo, results)
+        for p in todo:
+            results[p.index] = MooncakeError(
+                ErrorCode.OBJECT_ALREADY_EXISTS,
+                f"key {p.key}: created and removed by others during {ROUNDS} upsert attempts",
+            )
+        return [r if r is not None else MooncakeError(ErrorCode.INTERNAL_ERROR) for r in results]
+
+    async def _round(self, client: str, puts: list[PutItem], results: list[Any]) -> list[PutItem]:
+        """One attempt for each key; returns the keys to try again."""
+        for p in puts:
+            p.pid, p.reps = uuid.uuid4().hex, []  # a fresh owner id per attempt's buffers
+        absent: list[PutItem] = []
+        need: list[PutItem] = []
+        for p, reply in zip(puts, await self._commit(client, puts)):
+            if self._settle(p, reply, results):
+                continue
+            (absent if reply.mode == "absent" else need).append(p)
+        if need:
+            await self.allocator.reserve(need)
+            await self.ctx.checkpoint("upsert_start:reserved")
+            await self._no_buffers([p for p in need if not p.reps], results)
+            got = [p for p in need if p.reps]
+            unused: list[PutItem] = []
+            for p, reply in zip(got, await self._commit(client, got)):
+                if reply.mode != "new":
+                    unused.append(p)
+                if not self._settle(p, reply, results):
+                    absent.append(p)  # removed meanwhile: a put now (mode 'absent')
+            await self.allocator.free_reservations(unused)
+        if not absent:
+            return []
+        res = await self.puts.batch_put_start(
+            client, [p.key for p in absent], [[p.size] for p in absent], [p.cfg for p in absent]
+        )
+        again: list[PutItem] = []
+        for p, r in zip(absent, res):
+            if isinstance(r, MooncakeError) and r.code == ErrorCode.OBJECT_ALREADY_EXISTS:
+                again.append(p)  # a put started on it since: upsert that one
+            else:
+                results[p.index] = r
+        return again
+
+    @staticmethod
+    def _settle(p: PutItem, reply: UpsertReply, results: list[Any]) -> bool:
+        """Records a final answer; False when the key needs buffers or a put."""
+        if reply.code != 0:
+            results[p.index] = MooncakeError(reply.code, reply.message)
+            return True
+        if reply.mode in ("absent", "alloc"):
+            return False
+        results[p.index] = [_descriptor(r, int(r["id"]), PROCESSING) for r in reply.replicas]
+        return True
+
+    async def _commit(self, client: str, puts: Sequence[PutItem]) -> list[UpsertReply]:
+        commits = [
+            UpsertCommit(
+                p.shard,
+                p.key,
+                p.pid,
+                client,
+                p.size,
+                bool(p.cfg.with_soft_pin),
+                bool(p.cfg.with_hard_pin),
+                p.reps,
+            )
+            for p in puts
+        ]
+        return await lua.upsert_start(self.ctx, commits)
+
+    async def _no_buffers(self, puts: Sequence[PutItem], results: list[Any]) -> None:
+        """As a put that got no buffer: too big for every segment, or no space (eviction)."""
+        if not puts:
+            return
+        for p in puts:
+            if p.maxsize and p.size > p.maxsize:
+                results[p.index] = MooncakeError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"slice_lengths: {p.size} bytes exceed every mounted segment ({p.maxsize})",
+                )
+            else:
+                results[p.index] = MooncakeError(
+                    ErrorCode.NO_AVAILABLE_HANDLE,
+                    f"key {p.key}: no segment has {p.size} bytes free",
+                )
+        if any(r.code == ErrorCode.NO_AVAILABLE_HANDLE for r in (results[p.index] for p in puts)):
+            await lua.evict_request(self.ctx, "alloc")
+
+    # UpsertEnd and UpsertRevoke are PutEnd and PutRevoke (as in Mooncake's master).
+    async def upsert_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        await self.puts.put_end(client_id, key, replica_type)
+
+    async def batch_upsert_end(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        res: list[MooncakeError | None] = await self.puts.batch_put_end(
+            client_id, keys, replica_type
+        )
+        return res
+
+    async def upsert_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
+        await self.puts.put_revoke(client_id, key, replica_type)
+
+    async def batch_upsert_revoke(
+        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
+    ) -> list[MooncakeError | None]:
+        res: list[MooncakeError | None] = await self.puts.batch_put_revoke(
+            client_id, keys, replica_type
+        )
+        return res
