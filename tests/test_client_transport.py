@@ -33,9 +33,10 @@ def test_import_loads_neither_the_service_nor_redis() -> None:
     assert eval(out.stdout) == [
         "mooncake_redis",
         "mooncake_redis.client",
+        "mooncake_redis.client.async_rpcs",
         "mooncake_redis.client.base",
         "mooncake_redis.client.http11",
-        "mooncake_redis.client.rpcs",
+        "mooncake_redis.client.sync_rpcs",
         "mooncake_redis.client.transport",
         "mooncake_redis.config",
         "mooncake_redis.errors",
@@ -49,9 +50,10 @@ def test_import_loads_neither_the_service_nor_redis() -> None:
 def test_generated_methods_are_current() -> None:
     from mooncake_redis.client import generate
 
-    assert generate.source() == generate.TARGET.read_text(), (
-        "stale: run python -m mooncake_redis.client.generate"
-    )
+    for path, text in generate.sources().items():
+        assert text == path.read_text(), (
+            f"{path} stale: run python -m mooncake_redis.client.generate"
+        )
 
 
 def test_client_methods_have_the_service_signatures() -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
+from mooncake_redis import lua_calls as lua
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig
-from mooncake_redis.records import _s
 from tests.helpers import h
 from tests.test_store_basic import C, mounted, put, seg
 
@@ -286,12 +286,10 @@ async def test_resent_commit_answers_again(make_service: Any) -> None:
     nothing and answers the replicas it wrote."""
     svc = await svc_for(make_service)
     await put(svc, "k", 1000)
-    c = svc.config
-    head = [c.num_shards, c.alloc_commit_deadline_ms, RELEASE_MS, c.default_kv_soft_pin_ttl_ms]
-    item = (svc.shard_of_key("k"), ["k", "pid-1", C, "1000", 0, 0, ""])
-    [a] = await svc.run_sharded_items("upsert_start", [item], head)
-    [b] = await svc.run_sharded_items("upsert_start", [item], head)
-    assert [_s(a[2]), _s(b[2])] == ["inplace", "again"] and _s(a[3]) == _s(b[3])
+    commit = lua.UpsertCommit(svc.shard_of_key("k"), "k", "pid-1", C, 1000, False, False, [])
+    [a] = await lua.upsert_start(svc.ctx, [commit])
+    [b] = await lua.upsert_start(svc.ctx, [commit])
+    assert [a.mode, b.mode] == ["inplace", "again"] and a.replicas == b.replicas
     await svc.upsert_end(C, "k")
     await assert_clean(svc)
 

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from mooncake_redis.chaos import complete_objects
 
 from mooncake_redis import MasterService
 from mooncake_redis.models import ReplicateConfig
+from mooncake_redis.testing.probes import complete_objects
 from tests.test_crash_steps import (
     CFG,
     CLIENT,

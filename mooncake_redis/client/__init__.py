@@ -13,6 +13,7 @@ Importing this package loads neither the service nor redis: only the RPC types
 """
 
 from ..types import ConfigArg
-from .rpcs import AsyncMasterClient, MasterClient
+from .async_rpcs import AsyncMasterClient
+from .sync_rpcs import MasterClient
 
 __all__ = ["AsyncMasterClient", "ConfigArg", "MasterClient"]

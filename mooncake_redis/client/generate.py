@@ -1,7 +1,8 @@
-"""Writes :mod:`.rpcs`: one client method per row of :data:`~mooncake_redis.server.schemas.RPCS`,
-with the signature of the :class:`~mooncake_redis.MasterService` method of the same name.
+"""Writes :mod:`.sync_rpcs` and :mod:`.async_rpcs`: one client method per row of
+:data:`~mooncake_redis.server.schemas.RPCS`, with the signature of the
+:class:`~mooncake_redis.MasterService` method of the same name, in each of the two clients.
 
-    python -m mooncake_redis.client.generate        # rewrite mooncake_redis/client/rpcs.py
+    python -m mooncake_redis.client.generate        # rewrite both modules
     python -m mooncake_redis.client.generate --check
 
 The methods are generated, not written by hand twice (sync and async), and not built at import
@@ -20,9 +21,10 @@ from pathlib import Path
 
 from ..server.schemas import RPCS, Rpc
 
-TARGET = Path(__file__).with_name("rpcs.py")
+HERE = Path(__file__).parent
+TARGETS = {"AsyncMasterClient": HERE / "async_rpcs.py", "MasterClient": HERE / "sync_rpcs.py"}
 
-HEADER = '''"""The client methods, one per RPC. GENERATED from the RPC table and MasterService's
+HEADER = '''"""{name}'s methods, one per RPC. GENERATED from the RPC table and MasterService's
 signatures by ``python -m mooncake_redis.client.generate``: do not edit by hand."""
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ from ..types import (
     Segment,
     SubtreeResult,
 )
-from .base import AsyncClient, SyncClient
+from .base import {base}
 
-__all__ = ["AsyncMasterClient", "MasterClient"]
+__all__ = ["{name}"]
 '''
 
 CLASSES = {
@@ -103,17 +105,24 @@ def _method(rpc: Rpc, async_: str, await_: str) -> str:
     return f'    {async_}def {rpc.name}({params}) -> {returns}:\n        """{doc}"""\n{body}'
 
 
-def source() -> str:
-    """The module's text, formatted as ``ruff format`` would."""
-    parts = [HEADER]
-    for name, (base, async_, await_, doc) in CLASSES.items():
-        parts.append(f'\n\nclass {name}({base}):\n    """{doc}"""\n')
-        for rpc in RPCS.values():
-            parts.append("\n" + _method(rpc, async_, await_))
+def source(name: str) -> str:
+    """The text of the module that holds client class ``name``, formatted as ``ruff format``
+    would (ruff also drops the imports that class does not use)."""
+    base, async_, await_, doc = CLASSES[name]
+    parts = [HEADER.format(name=name, base=base)]
+    parts.append(f'\n\nclass {name}({base}):\n    """{doc}"""\n')
+    for rpc in RPCS.values():
+        parts.append("\n" + _method(rpc, async_, await_))
     text = "".join(parts)
+    target = str(TARGETS[name])
+    fixed = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "F401", "--fix", "-q",
+         "--stdin-filename", target, "-"],
+        input=text, capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
-        input=text,
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", target, "-"],
+        input=fixed or text,
         capture_output=True,
         text=True,
         check=True,
@@ -121,17 +130,24 @@ def source() -> str:
     return done.stdout
 
 
+def sources() -> dict[Path, str]:
+    """Every generated module: its path and the text it must have."""
+    return {TARGETS[name]: source(name) for name in CLASSES}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mooncake_redis.client.generate")
-    p.add_argument("--check", action="store_true", help="exit 1 if rpcs.py is stale")
+    p.add_argument("--check", action="store_true", help="exit 1 if a generated module is stale")
     args = p.parse_args(argv)
-    text = source()
+    wanted = sources()
+    stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
     if args.check:
-        stale = not TARGET.exists() or TARGET.read_text() != text
-        print(f"{TARGET}: {'stale' if stale else 'up to date'}")
+        for path in TARGETS.values():
+            print(f"{path}: {'stale' if path in stale else 'up to date'}")
         return 1 if stale else 0
-    TARGET.write_text(text)
-    print(f"wrote {TARGET}")
+    for path, text in wanted.items():
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 
