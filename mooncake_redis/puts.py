@@ -113,6 +113,36 @@ class Puts:
         )
         return cfg
 
+    def check_batch(
+        self,
+        client_id: str,
+        keys: Sequence[str],
+        slice_lengths: Sequence[Sequence[int] | int],
+        config: ConfigArg | Sequence[ConfigArg],
+    ) -> tuple[str, list[PutItem], list[list[ReplicaDescriptor] | MooncakeError | None]]:
+        """The input checks of a batch put (and upsert): the client id, the items that passed,
+        and one result slot per key (a refused key's error already in it)."""
+        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
+        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
+            )
+        if isinstance(config, (list, tuple)):
+            if len(config) != len(keys):
+                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
+            cfgs = [self._check_config(ReplicateConfig.coerce(c)) for c in config]
+        else:
+            one = self._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
+            cfgs = [one] * len(keys)
+        results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
+        items: list[PutItem] = []
+        for i, key in enumerate(keys):
+            try:
+                items.append(self._check_put(i, key, slice_lengths[i], cfgs[i]))
+            except MooncakeError as exc:
+                results[i] = exc
+        return client, items, results
+
     async def put_start(
         self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
     ) -> list[ReplicaDescriptor]:
@@ -130,25 +160,7 @@ class Puts:
     ) -> list[list[ReplicaDescriptor] | MooncakeError]:
         """BatchPutStart: one result per key. ``config`` is one ReplicateConfig for all keys (as
         Mooncake) or a list with one per key (so one batch can carry several radix parents)."""
-        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
-        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
-            raise MooncakeError(
-                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
-            )
-        if isinstance(config, (list, tuple)):
-            if len(config) != len(keys):
-                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
-            cfgs = [self._check_config(ReplicateConfig.coerce(c)) for c in config]
-        else:
-            one = self._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
-            cfgs = [one] * len(keys)
-        results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
-        puts: list[PutItem] = []
-        for i, key in enumerate(keys):
-            try:
-                puts.append(self._check_put(i, key, slice_lengths[i], cfgs[i]))
-            except MooncakeError as exc:
-                results[i] = exc
+        client, puts, results = self.check_batch(client_id, keys, slice_lengths, config)
         # Bounded chunks, each reserved and committed before the next: a reservation is
         # refused once older than alloc_commit_deadline_ms, so a batch of any size must never
         # reserve more than it commits within that time. A chunk that takes over a quarter of

@@ -29,8 +29,7 @@ from .allocation import Allocator, PutItem
 from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .lua_calls.upserts import UpsertCommit, UpsertReply
-from .models import PROCESSING, ReplicaDescriptor, ReplicateConfig
-from .prefix import check_str
+from .models import PROCESSING, ReplicaDescriptor
 from .puts import ConfigArg, Puts, _descriptor
 
 ROUNDS = 3  # an absent key that a concurrent put created meanwhile is upserted again
@@ -59,26 +58,7 @@ class Upserts:
         config: ConfigArg | Sequence[ConfigArg] = None,
     ) -> list[StartResult]:
         """One result per key, as BatchPutStart (Mooncake runs UpsertStart per key)."""
-        puts = self.puts
-        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
-        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
-            raise MooncakeError(
-                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
-            )
-        if isinstance(config, (list, tuple)):
-            if len(config) != len(keys):
-                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
-            cfgs = [puts._check_config(ReplicateConfig.coerce(c)) for c in config]
-        else:
-            one = puts._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
-            cfgs = [one] * len(keys)
-        results: list[StartResult | None] = [None] * len(keys)
-        todo: list[PutItem] = []
-        for i, key in enumerate(keys):
-            try:
-                todo.append(puts._check_put(i, key, slice_lengths[i], cfgs[i]))
-            except MooncakeError as exc:
-                results[i] = exc
+        client, todo, results = self.puts.check_batch(client_id, keys, slice_lengths, config)
         for _ in range(ROUNDS):
             if not todo:
                 break
