@@ -22,8 +22,8 @@ ordered so that a crash between two steps leaves only a state something reclaims
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from . import lua_calls as lua
 from .context import Context
@@ -38,6 +38,35 @@ from .records import _s
 
 MAX_REGEX_LEN = 1024
 REGEX_TIMEOUT_S = 0.05  # per key; a pattern that needs more is refused before anything changes
+T = TypeVar("T")
+
+
+def compile_pattern(pattern: str) -> Any:
+    """A RemoveByRegex / GetReplicaListByRegex pattern, or INVALID_PARAMS (invalid, or longer
+    than 1024 characters)."""
+    check_str("pattern", pattern, MAX_REGEX_LEN)
+    import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
+
+    try:
+        return regex.compile(pattern)
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
+
+
+def search(pat: Any, items: Iterable[T], text: Callable[[T], str]) -> list[T]:
+    """The items whose text the pattern finds (search semantics, as std::regex_search); a
+    pattern that needs more than 50 ms on one key is refused (INVALID_PARAMS) as a whole."""
+    matched: list[T] = []
+    for item in items:
+        key = text(item)
+        try:
+            if pat.search(key, timeout=REGEX_TIMEOUT_S):
+                matched.append(item)
+        except TimeoutError as exc:
+            raise MooncakeError(
+                ErrorCode.INVALID_PARAMS, f"pattern: takes too long on key {key[:64]!r}"
+            ) from exc
+    return matched
 
 
 class Objects:
@@ -142,23 +171,8 @@ class Objects:
         """Object keys the pattern finds (search semantics, as std::regex_search). A pattern
         that is invalid, longer than 1024 characters, or needs more than 50 ms on one key is
         refused (INVALID_PARAMS) before anything is done with the keys."""
-        check_str("pattern", pattern, MAX_REGEX_LEN)
-        import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
-
-        try:
-            pat = regex.compile(pattern)
-        except (regex.error, ValueError, OverflowError) as exc:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
-        matched: list[str] = []
-        for k in await self.all_object_keys():
-            try:
-                if pat.search(k, timeout=REGEX_TIMEOUT_S):
-                    matched.append(k)
-            except TimeoutError as exc:
-                raise MooncakeError(
-                    ErrorCode.INVALID_PARAMS, f"pattern: takes too long on key {k[:64]!r}"
-                ) from exc
-        return matched
+        pat = compile_pattern(pattern)
+        return search(pat, await self.all_object_keys(), str)
 
     async def remove_by_regex(self, pattern: str, force: bool = False) -> int:
         """RemoveByRegex: removes matching objects, skipping leased (unless force) or incomplete

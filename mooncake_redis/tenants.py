@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from .config import Config
 from .errors import ErrorCode, MooncakeError
-from .objects import MAX_REGEX_LEN, REGEX_TIMEOUT_S, Objects
-from .prefix import SCOPE, check_str, split_scoped
+from .objects import Objects, compile_pattern, search
+from .prefix import SCOPE, split_scoped
 from .puts import ConfigArg, Puts
 from .types import GetReplicaListResponse, ReplicaDescriptor, ReplicateConfig
 from .upserts import Upserts
@@ -242,23 +242,8 @@ class TenantScope:
 
     async def _matching(self, pattern: str) -> list[tuple[str, str]]:
         """As the store's regex (search semantics, the same limits), on the user keys."""
-        check_str("pattern", pattern, MAX_REGEX_LEN)
-        import regex  # type: ignore[import-untyped]  # third-party: supports a match timeout
-
-        try:
-            pat = regex.compile(pattern)
-        except (regex.error, ValueError, OverflowError) as exc:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"pattern: invalid regex: {exc}") from exc
-        matched: list[tuple[str, str]] = []
-        for internal, user in await self._keys():
-            try:
-                if pat.search(user, timeout=REGEX_TIMEOUT_S):
-                    matched.append((internal, user))
-            except TimeoutError as exc:
-                raise MooncakeError(
-                    ErrorCode.INVALID_PARAMS, f"pattern: takes too long on key {user[:64]!r}"
-                ) from exc
-        return matched
+        pat = compile_pattern(pattern)
+        return search(pat, await self._keys(), lambda item: item[1])
 
     async def remove_by_regex(self, pattern: str, force: bool = False) -> int:
         found = await self._matching(pattern)
