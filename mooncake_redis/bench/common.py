@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from blake3 import blake3
@@ -13,6 +13,27 @@ from blake3 import blake3
 from ..config import Config
 from ..models import ReplicateConfig, Segment
 from ..service import MasterService
+
+
+class BenchFailure(RuntimeError):
+    """A measured call failed or did not find what was stored: no figure is reported."""
+
+
+def check_answers(
+    what: str, answers: Sequence[Any], expected: int, ok: Callable[[Any], bool]
+) -> None:
+    """Raises unless a batch call gave ``expected`` answers and every one passes ``ok``."""
+    bad = [r for r in answers if not ok(r)]
+    if len(answers) != expected or bad:
+        raise BenchFailure(
+            f"{what}: {len(answers)} answers for {expected} keys, {len(bad)} wrong {bad[:1]!r}"
+        )
+
+
+def stored(r: Any) -> bool:
+    """A put_start answer that got replicas."""
+    return isinstance(r, list) and bool(r)
+
 
 CLIENT = "bench-client"
 
@@ -114,8 +135,9 @@ async def populate(
         res = await svc.batch_put_start(
             CLIENT, list(pending_keys), [[value_size]] * len(pending_keys), list(pending_cfg)
         )
-        ok = [k for k, r in zip(pending_keys, res) if not isinstance(r, Exception)]
-        await svc.batch_put_end(CLIENT, ok)
+        check_answers("batch_put_start", res, len(pending_keys), stored)
+        ended = await svc.batch_put_end(CLIENT, list(pending_keys))
+        check_answers("batch_put_end", ended, len(pending_keys), lambda r: r is None)
         if progress:
             progress(len(pending_keys))
         pending_keys.clear()

@@ -21,6 +21,7 @@ from blake3 import blake3
 
 from ..config import Config
 from ..models import ReplicateConfig, Segment
+from .common import check_answers
 
 # The command's help (``mooncake-redis bench-eviction``, :mod:`..cli.bench_eviction`).
 DESCRIPTION = """Eviction cost follows evicted work, not tree size.
@@ -52,7 +53,8 @@ async def build(svc: Any, tag: str, n: int, depth: int, batch: int = 512) -> flo
         if len(ok) != len(keys):
             bad = next(r for r in res if not isinstance(r, list))
             raise RuntimeError(f"build: {len(keys) - len(ok)} puts refused, e.g. {bad}")
-        await svc.batch_put_end(CLIENT, ok)
+        ended = await svc.batch_put_end(CLIENT, ok)
+        check_answers("batch_put_end", ended, len(ok), lambda r: r is None)
         keys.clear()
         cfgs.clear()
 

@@ -37,7 +37,8 @@ from ..client import AsyncMasterClient, MasterClient
 from ..config import Config
 from ..server.fleet import WorkerFleet
 from ..service import MasterService
-from .workers import BATCH, BenchFailure, _cleanup, check_exists, check_puts
+from .common import BenchFailure
+from .workers import BATCH, _cleanup, check_exists, check_puts
 
 PATH = "/v1/batch_exist_key"
 
@@ -233,13 +234,17 @@ async def _drive(app: Any, body: bytes, calls: int) -> float:
 
     for _ in range(50):
         await app(dict(scope), receive, send)
+    sent.clear()
     start = time.process_time()
     for _ in range(calls):
-        sent.clear()
         await app(dict(scope), receive, send)
     cpu = time.process_time() - start
-    if sent[0]["status"] != 200 or len(_results(sent[1]["body"])) != BATCH:
-        raise BenchFailure(f"route answered {sent[0]['status']}: {sent[1]['body'][:200]!r}")
+    # every call checked, after the clock: (start, body) messages per call
+    for head, answer in zip(sent[0::2], sent[1::2], strict=True):
+        if head["status"] != 200 or len(_results(answer["body"])) != BATCH:
+            raise BenchFailure(f"route answered {head['status']}: {answer['body'][:200]!r}")
+    if len(sent) != 2 * calls:
+        raise BenchFailure(f"route: {len(sent) // 2} answers for {calls} calls")
     return cpu
 
 

@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from .common import (
+    BenchFailure,
     drop_namespace,
     fresh_service,
     mount,
@@ -33,12 +34,14 @@ async def bench_prefix(
             await mount(svc, n * 4096 * 2)
             hashes = await populate(svc, n, salt=f"p{n}")
             probe = [rng.choice(hashes) for _ in range(queries)]
-            for hsh in probe[:50]:  # warm the connection pool and script cache
-                await svc.get_keys_by_prefix(hsh)
+            for hsh in probe:  # warms the pool and script cache; every probe finds its block
+                if not (await svc.get_keys_by_prefix(hsh)).keys:
+                    raise BenchFailure(f"get_keys_by_prefix({hsh}): no keys for a stored block")
             index = [await timed(partial(svc.get_keys_by_prefix, hsh)) for hsh in probe]
             node = await svc.get_keys_by_prefix(probe[0])
             scan_found = await scan_for_prefix(svc, probe[0])
-            assert len(scan_found) == len(node.keys), "SCAN and the index disagree"
+            if not node.keys or len(scan_found) != len(node.keys):
+                raise BenchFailure("SCAN and the index disagree")
             scan = [await timed(partial(scan_for_prefix, svc, hsh)) for hsh in probe[:scan_queries]]
             out[str(n)] = {"index": summary_ms(index), "scan": summary_ms(scan)}
         finally:

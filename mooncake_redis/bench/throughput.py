@@ -12,10 +12,12 @@ from .common import (
     CLIENT,
     CommandCounter,
     block_hash,
+    check_answers,
     drop_namespace,
     fresh_service,
     keys_of,
     mount,
+    stored,
 )
 
 BATCH = 128
@@ -42,16 +44,20 @@ async def _ours(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, flo
     for b in batches:
         keys = [k for k, _ in b]
         cfgs = [ReplicateConfig(parent_block_hash=p) for _, p in b]
-        await svc.batch_put_start(CLIENT, keys, [[4096]] * len(keys), cfgs)
-        await svc.batch_put_end(CLIENT, keys)
+        started = await svc.batch_put_start(CLIENT, keys, [[4096]] * len(keys), cfgs)
+        check_answers("batch_put_start", started, len(keys), stored)
+        ended = await svc.batch_put_end(CLIENT, keys)
+        check_answers("batch_put_end", ended, len(keys), lambda r: r is None)
     put_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for b in batches:
-        await svc.batch_exist_key([k for k, _ in b])
+        found = await svc.batch_exist_key([k for k, _ in b])
+        check_answers("batch_exist_key", found, len(b), lambda r: r is True)
     exist_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for b in batches:
-        await svc.batch_exist_key([k + "-absent" for k, _ in b])
+        absent = await svc.batch_exist_key([k + "-absent" for k, _ in b])
+        check_answers("batch_exist_key (absent keys)", absent, len(b), lambda r: r is False)
     absent_s = time.perf_counter() - t0
     n = len(batches) * BATCH
     return {
@@ -74,14 +80,14 @@ async def _naive(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, fl
         pipe: Any = client.pipeline(transaction=False)
         for k, p in b:
             pipe.hset(key(k), mapping={"size": 4096, "parent": p, "client": CLIENT, "st": "C"})
-        await pipe.execute()
+        check_answers("naive HSET", await pipe.execute(), len(b), lambda r: isinstance(r, int))
     put_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for b in batches:
         pipe = client.pipeline(transaction=False)
         for k, _ in b:
             pipe.exists(key(k))
-        await pipe.execute()
+        check_answers("naive EXISTS", await pipe.execute(), len(b), lambda r: r == 1)
     exist_s = time.perf_counter() - t0
     n = len(batches) * BATCH
     return {"put_keys_per_s": n / put_s, "exist_keys_per_s": n / exist_s}
@@ -103,11 +109,13 @@ async def _mooncake(batches: list[list[tuple[str, str]]]) -> dict[str, float] | 
     try:
         t0 = time.perf_counter()
         for b in batches:
-            await target.batch_put([PutItem(k, p, 4096) for k, p in b])
+            done = await target.batch_put([PutItem(k, p, 4096) for k, p in b])
+            check_answers("real master batch_put_from", done, len(b), lambda r: r is True)
         put_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for b in batches:
-            await target.batch_exist([k for k, _ in b])
+            found = await target.batch_exist([k for k, _ in b])
+            check_answers("real master batch_is_exist", found, len(b), lambda r: r is True)
         exist_s = time.perf_counter() - t0
     finally:
         await target.close()

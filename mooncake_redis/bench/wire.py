@@ -22,7 +22,7 @@ from ..server.fleet import WorkerFleet, free_port
 from ..service import MasterService
 from ..wire.rpc_table import RPCS
 from ..wire.types import BufferDescriptor, MemoryDescriptor, ReplicaDescriptor
-from .common import drop_namespace
+from .common import check_answers, drop_namespace
 
 
 def _per_call_us(fn: Callable[[], Any], min_s: float = 0.5) -> float:
@@ -140,7 +140,10 @@ async def bench_hint_cost(url: str, calls: int = 200) -> dict[str, Any]:
                     (client, keys[:64], [64] * 64, ReplicateConfig(), "default")
                 )
                 assert all(isinstance(r, list) for r in stored), stored[:2]
-                await fe.BatchPutEnd((client, [ObjectMeta(k) for k in keys[:64]], 4, "default"))
+                ended = await fe.BatchPutEnd(
+                    (client, [ObjectMeta(k) for k in keys[:64]], 4, "default")
+                )
+                check_answers("BatchPutEnd", ended, 64, lambda r: r is None)
                 t0 = time.perf_counter()
                 found = await fe.BatchExistKey((keys, "default"))
                 spent[infer][0] += time.perf_counter() - t0

@@ -31,6 +31,12 @@ def _timed(seconds: float, limit: int, step: Callable[[int], None]) -> tuple[int
     return n, time.perf_counter() - t0
 
 
+def need(ok: bool, what: object = "") -> None:
+    """A check that stays under ``python -O`` (the calls it wraps must always run)."""
+    if not ok:
+        raise SystemExit(f"wire bench: a call failed or found nothing: {what!r}")
+
+
 def run(rpc: str, metadata: str, seconds: float) -> dict[str, float]:
     from mooncake.store import MooncakeDistributedStore
 
@@ -42,7 +48,7 @@ def run(rpc: str, metadata: str, seconds: float) -> dict[str, float]:
         prefix = uuid.uuid4().hex[:8]
         buf = ctypes.create_string_buffer(BATCH * VALUE)
         base = ctypes.addressof(buf)
-        assert store.register_buffer(base, BATCH * VALUE) == 0
+        need(store.register_buffer(base, BATCH * VALUE) == 0)
         for i in range(BATCH):
             ctypes.memset(base + i * VALUE, i + 1, VALUE)
         ptrs = [base + i * VALUE for i in range(BATCH)]
@@ -52,20 +58,20 @@ def run(rpc: str, metadata: str, seconds: float) -> dict[str, float]:
         def put_batch(n: int) -> None:
             keys = [f"{prefix}-b{n}-{i}" for i in range(BATCH)]
             codes = store.batch_put_from(keys, ptrs, sizes)
-            assert list(codes) == [0] * BATCH, codes
+            need(list(codes) == [0] * BATCH, codes)
             batches.append(keys)
 
         n_put, t_put = _timed(seconds, MAX_BATCHES, put_batch)
 
         def exists(n: int) -> None:
             found = store.batch_is_exist(batches[n % len(batches)])
-            assert list(found) == [1] * BATCH, found
+            need(list(found) == [1] * BATCH, found)
 
         n_ex, t_ex = _timed(seconds, 1 << 30, exists)
 
         def absent(n: int) -> None:
             keys = [f"{prefix}-absent-{n}-{i}" for i in range(BATCH)]
-            assert list(store.batch_is_exist(keys)) == [0] * BATCH
+            need(list(store.batch_is_exist(keys)) == [0] * BATCH)
 
         n_ab, t_ab = _timed(seconds, 1 << 30, absent)
         value = bytes(range(256)) * (VALUE // 256)
@@ -73,28 +79,28 @@ def run(rpc: str, metadata: str, seconds: float) -> dict[str, float]:
 
         def put_one(n: int) -> None:
             key = f"{prefix}-s{n}"
-            assert store.put(key, value) == 0
+            need(store.put(key, value) == 0)
             singles.append(key)
 
         n_p, t_p = _timed(seconds, 4000, put_one)
 
         def exist_one(n: int) -> None:
-            assert store.is_exist(singles[n % len(singles)]) == 1
+            need(store.is_exist(singles[n % len(singles)]) == 1)
 
         n_e, t_e = _timed(seconds, 1 << 30, exist_one)
 
         def get_one(n: int) -> None:
-            assert store.get(singles[n % len(singles)]) == value
+            need(store.get(singles[n % len(singles)]) == value)
 
         n_g, t_g = _timed(seconds, 1 << 30, get_one)
         # The batch-written data reads back too (one batch, zero-copy).
         dst = ctypes.create_string_buffer(BATCH * VALUE)
         dbase = ctypes.addressof(dst)
-        assert store.register_buffer(dbase, BATCH * VALUE) == 0
+        need(store.register_buffer(dbase, BATCH * VALUE) == 0)
         got = store.batch_get_into(batches[-1], [dbase + i * VALUE for i in range(BATCH)], sizes)
-        assert list(got) == sizes
-        assert all(dst.raw[i * VALUE : (i + 1) * VALUE] == bytes([i + 1]) * VALUE
-                   for i in range(BATCH))  # fmt: skip
+        need(list(got) == sizes)
+        need(all(dst.raw[i * VALUE : (i + 1) * VALUE] == bytes([i + 1]) * VALUE
+                   for i in range(BATCH)))  # fmt: skip
         return {
             "batch_put_from_128x4KiB_keys_per_s": n_put * BATCH / t_put,
             "batch_is_exist_128_keys_per_s": n_ex * BATCH / t_ex,
