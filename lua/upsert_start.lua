@@ -27,11 +27,6 @@
 -- Errors (per item): INTERNAL_ERROR (-1, reserved buffers older than the commit deadline),
 --   SEGMENT_NOT_FOUND (-101, a reserved buffer's segment was unmounted meanwhile).
 -- Idempotent: yes (a resent call answers 'again'; 'absent'/'alloc' write nothing).
---!include keys.lua
---!include errors.lua
---!include common.lua
---!include u64.lua
---!include radix.lua
 --!include store.lua
 
 local num_shards, deadline, release, soft_ttl = argn(), argn(), argn(), argn()
@@ -49,7 +44,7 @@ end
 
 local function soft_pin(okey, old, soft)
   if soft == 1 then
-    redis.call('HSET', okey, 'sp', math.max(tonumber(old) or 0, now + soft_ttl))
+    redis.call('HSET', okey, F.obj.soft_pin_ms, math.max(tonumber(old) or 0, now + soft_ttl))
   end
 end
 
@@ -59,7 +54,8 @@ each_group(function(tag, shard, n)
     local key, pid, client, size, soft, hard = arg(), arg(), arg(), arg(), argn(), argn()
     local raw = arg()
     local okey = K.obj(tag, key)
-    local f = redis.call('HMGET', okey, 'pid', 'r', 'st', 'sz', 'sp', 'upid')
+    local f = redis.call('HMGET', okey, F.obj.put_id, F.obj.replicas, F.obj.status, F.obj.size,
+      F.obj.soft_pin_ms, F.obj.upsert_id)
     local code, msg, mode, reps_out = E.OK, '', '', ''
     local old = store_replicas(f[2])
     if not f[1] then
@@ -71,7 +67,8 @@ each_group(function(tag, shard, n)
         rep.st = 'P'
       end
       reps_out = store_encode(old)
-      redis.call('HSET', okey, 'c', client, 't', now, 'st', 'P', 'upid', pid, 'r', reps_out)
+      redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.status, 'P',
+        F.obj.upsert_id, pid, F.obj.replicas, reps_out)
       soft_pin(okey, f[5], soft)
       redis.call('ZREM', K.lru(tag), key)
       redis.call('ZADD', K.processing(tag), now, key)
@@ -99,12 +96,12 @@ each_group(function(tag, shard, n)
           rep.id, rep.st, rep.ms = new_id(tag, shard), 'P', nil
         end
         reps_out = store_encode(reps)
-        redis.call('HSET', okey, 'c', client, 't', now, 'sz', size, 'l', 0, 'st', 'P', 'pid', pid,
-          'r', reps_out)
-        redis.call('HDEL', okey, 'upid')
+        redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.size, size,
+          F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, reps_out)
+        redis.call('HDEL', okey, F.obj.upsert_id)
         soft_pin(okey, f[5], soft)
         if hard == 1 then
-          redis.call('HSET', okey, 'hp', '1')
+          redis.call('HSET', okey, F.obj.hard_pin, '1')
         end
         redis.call('ZREM', K.lru(tag), key)
         redis.call('ZADD', K.processing(tag), now, key)

@@ -17,7 +17,6 @@ from typing import Any
 from . import lua_calls as lua
 from .context import Context
 from .errors import MooncakeError
-from .lua_calls.store import outbox_ack
 from .models import ReplicateConfig
 from .records import FreePair, _s, parse_entry, u64hex
 
@@ -173,5 +172,5 @@ class Allocator:
             valid[seg] = pairs
         await lua.alloc_free(self.ctx, valid)
         await self.ctx.checkpoint("drain:freed")
-        await outbox_ack(self.ctx, frees)
+        await lua.outbox_ack(self.ctx, frees)
         return len(frees)

@@ -63,7 +63,7 @@ class Context:
         for shard in range(self.keys.num_shards):
             pipe.hmget(self.keys.anchor(shard), *fields)
         totals = dict.fromkeys(fields, 0)
-        for values in await pipe.execute():
+        for values in await self.backend.execute(pipe, "shard_totals"):
             for name, v in zip(fields, values):
                 totals[name] += int(v or 0)  # exact: byte counters may pass 2^53
         return totals

@@ -84,6 +84,7 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "hard_pin": "hp",
         "radix": "rad",  # registered in the radix index
         "prefix": "pfx",
+        "upsert_id": "upid",  # the put id of the upsert that set an object back to PROCESSING
     },
     "node": {  # {<ns>:<i>}:n:<hash>
         "parent": "p",

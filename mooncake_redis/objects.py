@@ -70,7 +70,7 @@ def search(pat: Any, items: Iterable[T], text: Callable[[T], str]) -> list[T]:
 
 
 class Objects:
-    """The object RPCs besides puts; removals erase through :meth:`Puts.run_erase`."""
+    """The object RPCs besides puts; removals erase through :meth:`Puts.finish_erase`."""
 
     def __init__(self, ctx: Context, puts: Puts) -> None:
         self.ctx = ctx

@@ -47,6 +47,19 @@ def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> Replica
     )
 
 
+def no_space_error(p: PutItem) -> MooncakeError:
+    """Why a put got no buffer, the key being absent: too big for every segment
+    (INVALID_PARAMS), or no room now (NO_AVAILABLE_HANDLE: eviction is asked for)."""
+    if p.maxsize and p.size > p.maxsize:
+        return MooncakeError(
+            ErrorCode.INVALID_PARAMS,
+            f"slice_lengths: {p.size} bytes exceed every mounted segment ({p.maxsize})",
+        )
+    return MooncakeError(
+        ErrorCode.NO_AVAILABLE_HANDLE, f"key {p.key}: no segment has {p.size} bytes free"
+    )
+
+
 def _cycle_msg(p: PutItem) -> str:
     return (
         f"parent_block_hash: block {p.cfg.parent_block_hash} is below {p.prefix};"
@@ -348,7 +361,6 @@ class Puts:
         need_evict = False
         for n, (p, (exists, adopted)) in enumerate(zip(every, replies)):
             p.adopted = adopted
-            maxsize = p.maxsize
             if n >= len(puts) and not exists:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_NOT_FOUND,
@@ -360,17 +372,9 @@ class Puts:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_ALREADY_EXISTS, f"key {p.key}: object already exists"
                 )
-            elif maxsize and p.size > maxsize:
-                results[p.index] = MooncakeError(
-                    ErrorCode.INVALID_PARAMS,
-                    f"slice_lengths: {p.size} bytes exceed every mounted segment ({maxsize})",
-                )
             else:
-                need_evict = True
-                results[p.index] = MooncakeError(
-                    ErrorCode.NO_AVAILABLE_HANDLE,
-                    f"key {p.key}: no segment has {p.size} bytes free",
-                )
+                err = results[p.index] = no_space_error(p)
+                need_evict = need_evict or err.code == ErrorCode.NO_AVAILABLE_HANDLE
         if need_evict:
             await lua.evict_request(self.ctx, "alloc")
 

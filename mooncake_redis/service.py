@@ -32,7 +32,6 @@ from .errors import MooncakeError
 from .eviction.coordinator import EvictionCoordinator, EvictorLease
 from .eviction.metrics import EvictionMetrics, EvictionResult
 from .eviction.passes import Eviction
-from .eviction.policy import LeafPolicy
 from .janitor import Janitor, JanitorReport
 from .keys import KeySchema
 from .models import GetReplicaListResponse, PingResponse, ReplicaDescriptor, Segment, SegmentStats
@@ -108,21 +107,22 @@ class MasterService:
     ) -> list[list[ReplicaDescriptor] | MooncakeError]:
         return await self.upserts.batch_upsert_start(client_id, keys, slice_lengths, config)
 
+    # UpsertEnd and UpsertRevoke are PutEnd and PutRevoke (as in Mooncake's master).
     async def upsert_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
-        await self.upserts.upsert_end(client_id, key, replica_type)
+        await self.puts.put_end(client_id, key, replica_type)
 
     async def batch_upsert_end(
         self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
     ) -> list[MooncakeError | None]:
-        return await self.upserts.batch_upsert_end(client_id, keys, replica_type)
+        return await self.puts.batch_put_end(client_id, keys, replica_type)
 
     async def upsert_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
-        await self.upserts.upsert_revoke(client_id, key, replica_type)
+        await self.puts.put_revoke(client_id, key, replica_type)
 
     async def batch_upsert_revoke(
         self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
     ) -> list[MooncakeError | None]:
-        return await self.upserts.batch_upsert_revoke(client_id, keys, replica_type)
+        return await self.puts.batch_put_revoke(client_id, keys, replica_type)
 
     async def __aenter__(self) -> MasterService:
         return self
@@ -166,10 +166,6 @@ class MasterService:
     @property
     def evictor_lease(self) -> EvictorLease:
         return self.eviction.lease
-
-    @property
-    def eviction_policy(self) -> LeafPolicy:
-        return self.eviction.policy
 
     def prefix_of(self, key: str) -> str:
         return self.ctx.prefix_of(key)

@@ -102,6 +102,8 @@ class TenantScope:
 
     def configs(self, config: ConfigArg | Sequence[ConfigArg], n: int) -> Any:
         if isinstance(config, (list, tuple)):
+            if len(config) != n:  # as the unscoped batch_put_start
+                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
             return [self.config(c) for c in config]
         return self.config(config)  # type: ignore[arg-type]
 

@@ -30,7 +30,7 @@ from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .lua_calls.upserts import UpsertCommit, UpsertReply
 from .models import PROCESSING, ReplicaDescriptor
-from .puts import ConfigArg, Puts, _descriptor
+from .puts import ConfigArg, Puts, _descriptor, no_space_error
 
 ROUNDS = 3  # an absent key that a concurrent put created meanwhile is upserted again
 StartResult = list[ReplicaDescriptor] | MooncakeError
@@ -136,39 +136,9 @@ class Upserts:
         """As a put that got no buffer: too big for every segment, or no space (eviction)."""
         if not puts:
             return
+        need_evict = False
         for p in puts:
-            if p.maxsize and p.size > p.maxsize:
-                results[p.index] = MooncakeError(
-                    ErrorCode.INVALID_PARAMS,
-                    f"slice_lengths: {p.size} bytes exceed every mounted segment ({p.maxsize})",
-                )
-            else:
-                results[p.index] = MooncakeError(
-                    ErrorCode.NO_AVAILABLE_HANDLE,
-                    f"key {p.key}: no segment has {p.size} bytes free",
-                )
-        if any(r.code == ErrorCode.NO_AVAILABLE_HANDLE for r in (results[p.index] for p in puts)):
+            err = results[p.index] = no_space_error(p)
+            need_evict = need_evict or err.code == ErrorCode.NO_AVAILABLE_HANDLE
+        if need_evict:
             await lua.evict_request(self.ctx, "alloc")
-
-    # UpsertEnd and UpsertRevoke are PutEnd and PutRevoke (as in Mooncake's master).
-    async def upsert_end(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
-        await self.puts.put_end(client_id, key, replica_type)
-
-    async def batch_upsert_end(
-        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
-    ) -> list[MooncakeError | None]:
-        res: list[MooncakeError | None] = await self.puts.batch_put_end(
-            client_id, keys, replica_type
-        )
-        return res
-
-    async def upsert_revoke(self, client_id: str, key: str, replica_type: str = "MEMORY") -> None:
-        await self.puts.put_revoke(client_id, key, replica_type)
-
-    async def batch_upsert_revoke(
-        self, client_id: str, keys: Sequence[str], replica_type: str = "MEMORY"
-    ) -> list[MooncakeError | None]:
-        res: list[MooncakeError | None] = await self.puts.batch_put_revoke(
-            client_id, keys, replica_type
-        )
-        return res

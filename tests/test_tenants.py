@@ -108,3 +108,14 @@ def test_split_is_exact() -> None:
     assert split_scoped("\0t1\0k\0z") == ("t1", "k\0z")
     for plain in ("k", "\0", "\0\0k", "\0t1\0", "\0_t\0k", "\0t\x01\0k", "a\0t\0k"):
         assert split_scoped(plain) is None, plain
+
+
+async def test_scoped_batch_needs_one_config_per_key(make_service: Any) -> None:
+    """A config list of another length is INVALID_PARAMS in a tenant, as unscoped (it was an
+    IndexError, or silently cut short)."""
+    svc: MasterService = await mounted(make_service)
+    for cfgs in ([None], [None, None, None]):
+        for scope in (svc, svc.tenant("t1")):
+            with pytest.raises(MooncakeError) as exc:
+                await scope.batch_put_start("c", ["a", "b"], [1, 1], cfgs)
+            assert exc.value.code == ErrorCode.INVALID_PARAMS

@@ -173,8 +173,12 @@ class Eviction:
         hw, er = cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
         # Redis itself nearly full (or a write refused for memory: the 'oom:' flag) evicts a
         # fraction of the objects by count, as Mooncake's ratios do: bytes say nothing there.
-        redis_full = flag.startswith("oom:") or await self.redis_memory_ratio() > hw
-        if max_objects is not None or force or usage.ratio > hw or (flag and er > 0) or redis_full:
+        # (INFO memory is read only when nothing else already decided the pass)
+        pressured = max_objects is not None or force or usage.ratio > hw
+        redis_full = not pressured and (
+            flag.startswith("oom:") or await self.redis_memory_ratio() > hw
+        )
+        if pressured or (flag and er > 0) or redis_full:
             # What a previous evictor left half done: cascades, then frees (the used ratio).
             await lease.ensure()
             if await self.resume_unlinks() + await self.janitor.drain_outboxes():

@@ -2,7 +2,7 @@
 
 Erasing scripts (``remove``, ``put_revoke``, ``segment_drop``, ``janitor_shard``) reply the
 cross-shard continuations and the buffer frees along with their per-item results: the caller
-runs the unlinks and applies the frees (:meth:`~mooncake_redis.puts.Puts.run_erase`).
+runs the unlinks and applies the frees (:meth:`~mooncake_redis.puts.Puts.finish_erase`).
 """
 
 from __future__ import annotations

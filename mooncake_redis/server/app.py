@@ -150,7 +150,7 @@ class Worker:
             self._spawn("janitor", self._janitor_loop)
         if self.settings.fsck_interval_s > 0:
             self._spawn("fsck", self._fsck_loop)
-        if self.settings.evictor == "auto":
+        if evicting:
             self._start_evictor()
 
     def _spawn(self, name: str, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:

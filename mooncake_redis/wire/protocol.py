@@ -72,11 +72,6 @@ def parse_request_header(data: bytes | bytearray | memoryview, offset: int = 0) 
     return RequestHeader(*REQ_HEADER.unpack_from(data, offset))
 
 
-def header_is_sane(h: RequestHeader) -> bool:
-    """What the real server checks before it reads a body; a failure drops the connection."""
-    return h.magic == MAGIC and h.version <= VERSION and h.serialize_type == 0
-
-
 def request(seq: int, fid: int, body: bytes = b"") -> bytes:
     """A request frame (used by tests and the benchmark's raw client)."""
     return REQ_HEADER.pack(MAGIC, VERSION, 0, 0, seq, fid, len(body), 0) + body

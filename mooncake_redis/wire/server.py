@@ -21,11 +21,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .frontend import WireFrontend, error_code
 from .protocol import (
+    MAGIC,
     REQ_HEADER,
     REQ_HEADER_LEN,
-    RESP_HEADER,
+    VERSION,
     Errc,
     error_response,
+    response,
 )
 from .rpc_table import BY_FID, NAME_OF_FID, RpcType
 from .structpack import Err, Expected, Vector, WireError
@@ -130,7 +132,7 @@ class _Connection(asyncio.Protocol):
                     self.transport.pause_reading()
                 break
             magic, ver, st, _mt, seq, fid, length, attach = REQ_HEADER.unpack_from(buf, pos)
-            if magic != 0x15 or ver > 0 or st != 0:
+            if magic != MAGIC or ver > VERSION or st != 0:
                 self._drop()  # what coro_rpc does: the stream cannot be resynchronised
                 return
             total = REQ_HEADER_LEN + length + attach
@@ -196,7 +198,7 @@ class _Connection(asyncio.Protocol):
             server.metrics.failures.labels(rpc.name).inc()
             self._write(error_response(seq, Errc.invalid_rpc_result, "invalid rpc result"))
             return
-        self._write(RESP_HEADER.pack(0x15, 0, 0, 0, seq, len(body), 0) + body)
+        self._write(response(seq, body))
         m = server.metrics
         m.requests.labels(rpc.name).inc()
         m.latency.labels(rpc.name).observe(time.perf_counter() - start)
