@@ -7,7 +7,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from .structpack import META_LITERAL, Widen, WireError, WireType, _Gen, md5_hash32
+from .codegen import Widen, WireError, _Gen
+from .structpack import META_LITERAL, WireType, md5_hash32
 
 EncodeFn = Callable[[Any, bytearray], None]
 DecodeFn = Callable[[bytes, int], tuple[Any, int]]

@@ -16,6 +16,10 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .codegen import Widen as Widen
+from .codegen import WireError as WireError
+from .codegen import _Gen
+
 # Type codes (struct_pack type_id).
 I32, U32, I64, U64, I8, U8, I16, U16 = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08
 BOOL, CHAR = 0x0B, 0x0C
@@ -23,17 +27,6 @@ STRING, MAP, VECTOR, OPTIONAL, VARIANT, EXPECTED = 0x80, 0x82, 0x84, 0x85, 0x86,
 MONOSTATE, STRUCT, END = 0xFA, 0xFD, 0xFF
 
 META_LITERAL = 0b100  # metainfo bit: the type literal follows
-_LEN_STRUCTS = [struct.Struct(f) for f in ("<B", "<H", "<I", "<Q")]
-_LEN_LIMITS = (0xFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
-
-
-class WireError(Exception):
-    """A payload that does not decode (truncated, wrong hash, bad flag): the caller answers
-    coro_rpc ``invalid_rpc_arguments``."""
-
-
-class Widen(Exception):
-    """Raised by a generated encoder when a container does not fit the current length width."""
 
 
 class Err(NamedTuple):
@@ -47,55 +40,17 @@ def md5_hash32(data: bytes) -> int:
     return int.from_bytes(hashlib.md5(data).digest()[:4], "big")
 
 
-class _Gen:
-    """Source being generated for one codec: lines, unique names, constants."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.lines: list[str] = []
-        self.ns: dict[str, Any] = {"_Widen": Widen, "_WireError": WireError, "_new": tuple.__new__}
-        self.indent = 1
-        self._n = 0
-
-    def var(self, prefix: str = "v") -> str:
-        self._n += 1
-        return f"{prefix}{self._n}"
-
-    def const(self, obj: Any, prefix: str = "C") -> str:
-        for name, value in self.ns.items():
-            if value is obj:
-                return name
-        name = f"_{prefix}{len(self.ns)}"
-        self.ns[name] = obj
-        return name
-
-    def emit(self, line: str) -> None:
-        self.lines.append("    " * self.indent + line)
-
-    def write_len(self, n: str) -> None:
-        w = self.width
-        self.emit(f"if {n} > {_LEN_LIMITS[w]}: raise _Widen")
-        if w == 0:
-            self.emit(f"out.append({n})")
-        else:
-            self.emit(f"out += {self.const(_LEN_STRUCTS[w].pack, 'L')}({n})")
-
-    def read_len(self, n: str) -> None:
-        if self.width == 0:
-            self.emit(f"{n} = buf[pos]")
-            self.emit("pos += 1")
-        else:
-            s = _LEN_STRUCTS[self.width]
-            self.emit(f"{n}, = {self.const(s.unpack_from, 'U')}(buf, pos)")
-            self.emit(f"pos += {s.size}")
-
-
 class WireType:
     """A struct_pack type: its literal, its fixed layout if any, and code generators."""
 
     literal: bytes = b""
     fmt: str | None = None  # struct format of a fixed-size value (scalars in order)
     min_size: int = 1
+
+    def table(self) -> dict[Any, bytes] | None:
+        """The encoding of every value of a type with a handful of values (``Bool``, ``void``,
+        expected of those), so that a vector of them encodes with one ``bytes.join``."""
+        return None
 
     def flat(self, expr: str) -> list[str]:
         """Scalar expressions of a fixed-size value, in ``fmt`` order."""
@@ -133,11 +88,17 @@ class Int(WireType):
 class Bool(WireType):
     literal, fmt = bytes([BOOL]), "?"
 
+    def table(self) -> dict[Any, bytes] | None:
+        return {True: b"\x01", False: b"\x00"}
+
 
 class Monostate(WireType):
     """``std::monostate`` / ``void``: no bytes."""
 
     literal, min_size = bytes([MONOSTATE]), 0
+
+    def table(self) -> dict[Any, bytes] | None:
+        return {None: b""}
 
     def gen_enc(self, g: _Gen, expr: str) -> None:
         g.emit("pass")
@@ -163,7 +124,7 @@ class String(WireType):
         g.read_len(n)
         g.emit(f"{e} = pos + {n}")
         g.emit(f"if {e} > end: raise _WireError('string past the end')")
-        g.emit(f"{target} = str(buf[pos:{e}], 'utf-8', 'surrogateescape')")
+        g.emit(f"{target} = buf[pos:{e}].decode('utf-8', 'surrogateescape')")
         g.emit(f"pos = {e}")
 
 
@@ -182,11 +143,17 @@ class Vector(WireType):
             pack = g.const(struct.pack, "pk")
             g.emit(f"out += {pack}('<%d{it.fmt}' % {n}, *{x})")
             return
+        table = it.table()
+        if table is not None:  # one join; any other value (an Err) takes the loop below
+            g.emit("try:")
+            g.emit(f"    out += {g.const(b''.join, 'J')}(map({g.const(table.get, 'TG')}, {x}))")
+            g.emit("except TypeError:")
+            g.indent += 1
         i = g.var("i")
         g.emit(f"for {i} in {x}:")
         g.indent += 1
         it.gen_enc(g, i)
-        g.indent -= 1
+        g.indent -= 2 if table is not None else 1
 
     def gen_dec(self, g: _Gen, target: str) -> None:
         n, lst = g.var("n"), g.var("l")
@@ -200,11 +167,13 @@ class Vector(WireType):
             g.emit(f"pos += {n} * {it.min_size}")
             return
         g.emit(f"{lst} = []")
+        add = g.var("a")
+        g.emit(f"{add} = {lst}.append")
         g.emit(f"for _ in range({n}):")
         g.indent += 1
         tmp = g.var("t")
         it.gen_dec(g, tmp)
-        g.emit(f"{lst}.append({tmp})")
+        g.emit(f"{add}({tmp})")
         g.indent -= 1
         g.emit(f"{target} = {lst}")
 
@@ -248,6 +217,18 @@ def _flag(g: _Gen, name: str, what: str) -> None:
     g.emit(f"if {name} > 1: raise _WireError('bad {what} flag')")
 
 
+def _flagged(g: _Gen, flag: int, t: WireType, expr: str) -> None:
+    """A flag byte and a value: one pack when the value has a fixed layout."""
+    if t.fmt is None:
+        g.emit(f"out.append({flag})")
+        t.gen_enc(g, expr)
+        return
+    v = g.var()
+    g.emit(f"{v} = {expr}")
+    pack = g.const(struct.Struct("<B" + t.fmt).pack, "P")
+    g.emit(f"out += {pack}({', '.join([str(flag), *t.flat(v)])})")
+
+
 class Optional(WireType):
     """``std::optional<T>``: ``None`` or the value."""
 
@@ -286,18 +267,20 @@ class Expected(WireType):
         self.literal = bytes([EXPECTED]) + self.value.literal + self.error.literal
         self.min_size = 1 + min(self.value.min_size, self.error.min_size)
 
+    def table(self) -> dict[Any, bytes] | None:
+        values = self.value.table()
+        return None if values is None else {k: b"\x01" + v for k, v in values.items()}
+
     def gen_enc(self, g: _Gen, expr: str) -> None:
         x = g.var("x")
         g.emit(f"{x} = {expr}")
         g.emit(f"if type({x}) is {g.const(Err, 'Err')}:")
         g.indent += 1
-        g.emit("out.append(0)")
-        self.error.gen_enc(g, f"{x}[0]")
+        _flagged(g, 0, self.error, f"{x}[0]")
         g.indent -= 1
         g.emit("else:")
         g.indent += 1
-        g.emit("out.append(1)")
-        self.value.gen_enc(g, x)
+        _flagged(g, 1, self.value, x)
         g.indent -= 1
 
     def gen_dec(self, g: _Gen, target: str) -> None:
