@@ -25,6 +25,7 @@ from ..models import GetReplicaListResponse as StoreReplicaList
 from ..models import ReplicaDescriptor as StoreReplica
 from ..models import ReplicateConfig as StoreConfig
 from ..models import Segment as StoreSegment
+from ..prefix import SCOPE
 from ..service import MasterService
 from ..tenants import TenantScope
 from .ids import uuid_str
@@ -69,13 +70,21 @@ def _err(code: ErrorCode | int) -> Err:
     return Err(int(code))
 
 
-def _item(result: Any) -> Any:
-    return _err(result.code) if isinstance(result, MooncakeError) else result
+def _items(results: list[Any]) -> list[Any]:
+    """Per-key MooncakeErrors as Err; a list without one (the common case) as it is, found
+    from the set of its item types (no Python call per key)."""
+    if not any(issubclass(t, MooncakeError) for t in set(map(type, results))):
+        return results
+    return [_err(r.code) if isinstance(r, MooncakeError) else r for r in results]
+
+
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__ (three per replica)
 
 
 def replica(r: StoreReplica) -> ReplicaDescriptor:
-    buf = BufferDescriptor(r.size, r.buffer_address, r.protocol, r.transport_endpoint)
-    return ReplicaDescriptor(r.replica_id, MemoryDescriptor(buf), REPLICA_STATUS[r.status])
+    buf = _new(BufferDescriptor, (r.size, r.buffer_address, r.protocol, r.transport_endpoint))
+    mem = _new(MemoryDescriptor, (buf,))
+    return _new(ReplicaDescriptor, (r.replica_id, mem, REPLICA_STATUS[r.status]))
 
 
 def replica_list(r: StoreReplicaList) -> GetReplicaListResponse:
@@ -149,14 +158,22 @@ class WireFrontend:
         return scope
 
     async def _each(
-        self, tenant: str, keys: list[str], call: Callable[[list[Any], list[int]], Any]
+        self, tenant: str, keys: list[str], call: Callable[[list[Any], Sequence[int]], Any]
     ) -> list[Any]:
-        """A batch in one tenant: per-key errors in place, a bad tenant for every key."""
+        """A batch in one tenant: per-key errors in place, a bad tenant for every key.
+
+        Decoded keys are always strings; when none is empty and none holds a NUL (so none has
+        a scoped key's form) every key maps, and the scope's own per-key checks are skipped:
+        the default tenant's keys go to the library as they are."""
         try:
             scope = self._scope(tenant)
         except MooncakeError as exc:
             return [_err(exc.code)] * len(keys)
-        return [_item(r) for r in await scope.each(keys, call)]
+        if all(keys) and SCOPE not in "".join(keys):
+            head = scope.head
+            mapped = [head + k for k in keys] if head else keys
+            return _items(list(await call(mapped, range(len(keys)))))
+        return _items(await scope.each(keys, call))
 
     # ------------------------------------------------------------------ reads
     async def ExistKey(self, args: tuple[str, str]) -> Any:
@@ -167,7 +184,7 @@ class WireFrontend:
         keys, tenant = args
         hints = self.parents
 
-        async def call(ks: list[Any], _: list[int]) -> Any:
+        async def call(ks: list[Any], _: Sequence[int]) -> Any:
             if hints is None:
                 return await self.svc.batch_exist_key(ks)
             res, _seen = await asyncio.gather(
@@ -243,7 +260,7 @@ class WireFrontend:
         hints = self.parents if self.svc.config.enable_radix_tree else None
         method = self.svc.batch_upsert_start if upsert else self.svc.batch_put_start
 
-        async def call(ks: list[Any], where: list[int]) -> Any:
+        async def call(ks: list[Any], where: Sequence[int]) -> Any:
             lengths = [[sizes[i]] for i in where]
             if hints is None:
                 return await method(client, ks, lengths, cfg)
