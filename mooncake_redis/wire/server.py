@@ -67,6 +67,19 @@ class WireMetrics:
             "Connections closed for a bad header or an oversized frame.",
             registry=reg,
         )
+        self._of: dict[str, tuple[Any, Any, Any]] = {}
+
+    def of(self, rpc: str) -> tuple[Any, Any, Any]:
+        """The RPC's requests counter, latency histogram and failures counter (``labels``
+        takes a lock and builds a key: once per RPC, not per call)."""
+        got = self._of.get(rpc)
+        if got is None:
+            got = self._of[rpc] = (
+                self.requests.labels(rpc),
+                self.latency.labels(rpc),
+                self.failures.labels(rpc),
+            )
+        return got
 
 
 def _failure(rpc: RpcType, args: Any, code: int) -> Any:
@@ -81,10 +94,11 @@ def _failure(rpc: RpcType, args: Any, code: int) -> Any:
     return code  # RemoveAll: a plain long
 
 
-def _failed(rpc: RpcType, result: Any) -> bool:
-    if isinstance(result, Err):
+def _failed(result: Any) -> bool:
+    """An Err, or a batch holding one (found from the set of its item types)."""
+    if type(result) is Err:
         return True
-    return isinstance(result, list) and any(isinstance(r, Err) for r in result)
+    return type(result) is list and Err in set(map(type, result))
 
 
 class _Connection(asyncio.Protocol):
@@ -115,13 +129,26 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        self._process()
+        if self.buf:
+            self.buf += data
+            self._process()
+            return
+        # Nothing waiting (the common case: a client sends a request, awaits its reply):
+        # frames are read from the chunk itself, and only a tail that is not yet a whole
+        # frame is copied into the buffer.
+        pos = self._frames(data)
+        if pos < len(data) and not self.closing:
+            self.buf += memoryview(data)[pos:]
 
     def _process(self) -> None:
         """Dispatches every complete frame in the buffer, up to the in-flight bound; the rest
         waits there (and the transport stops reading) until a request finishes."""
-        buf = self.buf
+        pos = self._frames(self.buf)
+        if pos and not self.closing:
+            del self.buf[:pos]
+
+    def _frames(self, buf: bytes | bytearray) -> int:
+        """Dispatches the whole frames at the start of ``buf``; returns the bytes used."""
         pos = 0
         n = len(buf)
         server = self.server
@@ -134,19 +161,18 @@ class _Connection(asyncio.Protocol):
             magic, ver, st, _mt, seq, fid, length, attach = REQ_HEADER.unpack_from(buf, pos)
             if magic != MAGIC or ver > VERSION or st != 0:
                 self._drop()  # what coro_rpc does: the stream cannot be resynchronised
-                return
+                break
             total = REQ_HEADER_LEN + length + attach
             if total > server.max_frame_bytes:
                 self._write(error_response(seq, Errc.message_too_large, "message too large"))
                 self._drop()
-                return
+                break
             if n - pos < total:
                 break
-            body = bytes(buf[pos + REQ_HEADER_LEN : pos + REQ_HEADER_LEN + length])
+            body = buf[pos + REQ_HEADER_LEN : pos + REQ_HEADER_LEN + length]
             pos += total
-            self._dispatch(seq, fid, body)
-        if pos:
-            del buf[:pos]
+            self._dispatch(seq, fid, body if type(body) is bytes else bytes(body))
+        return pos
 
     def _write(self, frame: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -199,11 +225,11 @@ class _Connection(asyncio.Protocol):
             self._write(error_response(seq, Errc.invalid_rpc_result, "invalid rpc result"))
             return
         self._write(response(seq, body))
-        m = server.metrics
-        m.requests.labels(rpc.name).inc()
-        m.latency.labels(rpc.name).observe(time.perf_counter() - start)
-        if _failed(rpc, result):
-            m.failures.labels(rpc.name).inc()
+        requests, latency, failures = server.metrics.of(rpc.name)
+        requests.inc()
+        latency.observe(time.perf_counter() - start)
+        if _failed(result):
+            failures.inc()
 
 
 class WireServer:
