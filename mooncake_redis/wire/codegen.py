@@ -28,6 +28,9 @@ class _Gen:
         self.ns: dict[str, Any] = {"_Widen": Widen, "_WireError": WireError, "_new": tuple.__new__}
         self.indent = 1
         self._n = 0
+        self.strings: dict[str, bytes] = {}  # encoded strings (length first), by value
+        self.len_limit = _LEN_LIMITS[width]
+        self.len_pack = _LEN_STRUCTS[width].pack
 
     def var(self, prefix: str = "v") -> str:
         self._n += 1

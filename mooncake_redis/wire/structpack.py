@@ -27,6 +27,7 @@ STRING, MAP, VECTOR, OPTIONAL, VARIANT, EXPECTED = 0x80, 0x82, 0x84, 0x85, 0x86,
 MONOSTATE, STRUCT, END = 0xFA, 0xFD, 0xFF
 
 META_LITERAL = 0b100  # metainfo bit: the type literal follows
+MEMO_BYTES, MEMO_STRINGS = 64, 1024  # strings an encoder remembers: at most this long, this many
 
 
 class Err(NamedTuple):
@@ -113,10 +114,20 @@ class String(WireType):
     literal = bytes([STRING, CHAR])
 
     def gen_enc(self, g: _Gen, expr: str) -> None:
-        b, n = g.var("b"), g.var("n")
-        g.emit(f"{b} = {expr}.encode('utf-8', 'surrogateescape')")
+        """A short string's length and bytes are remembered (a reply repeats its protocol and
+        endpoints in every replica); a bounded map per generated encoder."""
+        x, b, n = g.var("x"), g.var("b"), g.var("n")
+        memo = g.const(g.strings, "SM")
+        g.emit(f"{x} = {expr}")
+        g.emit(f"{b} = {memo}.get({x})")
+        g.emit(f"if {b} is None:")
+        g.indent += 1
+        g.emit(f"{b} = {x}.encode('utf-8', 'surrogateescape')")
         g.emit(f"{n} = len({b})")
-        g.write_len(n)
+        g.emit(f"if {n} > {g.len_limit}: raise _Widen")
+        g.emit(f"{b} = {g.const(g.len_pack, 'L')}({n}) + {b}")
+        g.emit(f"if {n} <= {MEMO_BYTES} and len({memo}) < {MEMO_STRINGS}: {memo}[{x}] = {b}")
+        g.indent -= 1
         g.emit(f"out += {b}")
 
     def gen_dec(self, g: _Gen, target: str) -> None:
