@@ -185,19 +185,29 @@ class WireFrontend:
         hints = self.parents
 
         async def call(ks: list[Any], _: Sequence[int]) -> Any:
-            if hints is None:
+            pairs = self._pairs(hints, ks) if hints is not None else None
+            if not pairs:
                 return await self.svc.batch_exist_key(ks)
             res, _seen = await asyncio.gather(
-                self.svc.batch_exist_key(ks), self._observe(hints, ks)
+                self.svc.batch_exist_key(ks), self._record(hints, pairs)
             )
             return res
 
         return await self._each(tenant, keys, call)
 
     @staticmethod
-    async def _observe(hints: ParentHints, keys: list[str]) -> None:
+    def _pairs(hints: ParentHints, keys: list[str]) -> list[tuple[str, str]]:
         try:
-            await hints.observe_exists(keys)
+            return hints.new_pairs(keys)
+        except Exception as exc:  # hints only add edges: never fail the read for them
+            log.warning("parent hints not inferred: %s", type(exc).__name__)
+            return []
+
+    @staticmethod
+    async def _record(hints: ParentHints | None, pairs: list[tuple[str, str]]) -> None:
+        try:
+            if hints is not None:
+                await hints.record(pairs)
         except Exception as exc:  # hints only add edges: never fail the read for them
             log.warning("parent hints not recorded: %s", type(exc).__name__)
 

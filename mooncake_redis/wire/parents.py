@@ -76,9 +76,14 @@ class ParentHints:
         return hit[0]
 
     async def observe_exists(self, keys: Sequence[str]) -> None:
-        """Records the parent of every block after the first. Runs beside the exists script
-        (not after it: the call pays no extra round trip); a pair this worker wrote within
-        the last half TTL is not written again, so hot prefixes cost nothing."""
+        """Records the parent of every block after the first (``new_pairs``, then
+        ``record``)."""
+        await self.record(self.new_pairs(keys))
+
+    def new_pairs(self, keys: Sequence[str]) -> list[tuple[str, str]]:
+        """The (block, parent) pairs of an exists call that Redis does not hold yet: a pair
+        this worker wrote within the last half TTL is not written again, so hot prefixes cost
+        nothing (and the exists call then runs alone, with no task beside it)."""
         pairs: list[tuple[str, str]] = []
         now = time.monotonic()
         fresh = now + self.ttl_ms / 2000.0
@@ -89,6 +94,10 @@ class ParentHints:
                 if known is None or known[0] != prev or known[1] < fresh:
                     pairs.append((prefix, prev))
             prev = prefix
+        return pairs
+
+    async def record(self, pairs: list[tuple[str, str]]) -> None:
+        """Writes the pairs (one script call; runs beside the exists script, not after it)."""
         if not pairs:
             return
         self._remember(pairs)
