@@ -336,3 +336,44 @@ def test_declarations_reject_what_struct_pack_cannot_say() -> None:
         wire_type(int)  # an integer needs its width
     with pytest.raises(TypeError):
         wire_type(float)
+
+
+_RESULTS = st.lists(st.one_of(st.booleans(), st.integers(-(2**31), 2**31 - 1).map(Err)))
+
+
+@given(_RESULTS)
+def test_batch_results_encode_byte_for_byte(results: list[Any]) -> None:
+    """The one-join path (no Err in the batch) and the per-item loop (an Err in it) both give
+    struct_pack's bytes: ok(b) = 01 b, ok(void) = 01, Err(c) = 00 + c as i32."""
+
+    def item(v: Any, void: bool) -> bytes:
+        if isinstance(v, Err):
+            return b"\x00" + struct.pack("<i", v.code)
+        return b"\x01" if void else b"\x01" + bytes([bool(v)])
+
+    for rpc, void in (("BatchExistKey", False), ("BatchPutEnd", True)):
+        codec = RPCS[rpc].response
+        values = [None if void and not isinstance(v, Err) else v for v in results]
+        body = codec.encode(values, literal=False)
+        width = 0 if len(values) < 256 else 1
+        n = struct.pack("<B" if width == 0 else "<H", len(values))
+        assert body[-(len(n) + sum(len(item(v, void)) for v in values)) :] == n + b"".join(
+            item(v, void) for v in values
+        )
+        assert codec.decode(body) == values
+
+
+def test_remembered_strings_encode_as_fresh_ones() -> None:
+    """Strings an encoder remembers (short ones, up to its bound) and the ones it does not
+    (long, or past the bound, or at another width) give the same bytes and read back."""
+    codec = RPCS["GetReplicaListByRegex"].response
+    rep = [ReplicaDescriptor(1, MemoryDescriptor(BufferDescriptor(8, 64, "tcp", "h:1")), 3)]
+    for n in (3, 300, 3000):  # 3000 distinct keys: past the bound, and 2-byte lengths
+        reply = {f"key-{i}" + "x" * (i % 90): rep for i in range(n)}
+        first = codec.encode(reply, literal=False)
+        assert codec.encode(reply, literal=False) == first
+        assert codec.decode(first) == reply
+    replica = struct.pack("<QBQQ", 1, 0, 8, 64) + b"\x03tcp\x03h:1" + struct.pack("<i", 3)
+    for _ in range(2):  # fresh, then remembered
+        body = codec.encode({"k": rep}, literal=False)
+        assert body[4:] == b"\x01" + b"\x01" + b"\x01k" + b"\x01" + replica
