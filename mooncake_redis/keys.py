@@ -34,6 +34,7 @@ SHARD_SUFFIXES: dict[str, str] = {
     "discarded": ":discarded",  # ZSET   stale-put buffer frees "seg|off|put id" -> release ms
     "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
     "unlinks": ":unlinks",  # LIST   eviction's cross-shard unlink steps not yet done (cjson)
+    "segs": ":segs",  # HASH   segment table: ref -> cjson [seg, base, ep, proto, name] (store.lua)
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
@@ -79,7 +80,7 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "lease_ms": "l",
         "status": "st",  # 'P' processing, 'C' complete
         "put_id": "pid",
-        "replicas": "r",  # JSON replica records
+        "replicas": "r",  # replica record "id,st,ref,off,len;..." (records.py)
         "soft_pin_ms": "sp",
         "hard_pin": "hp",
         "radix": "rad",  # registered in the radix index

@@ -76,7 +76,7 @@ local function evict_object_state(tag, key, now)
   if (tonumber(f[3]) or 0) > now then
     return 'lease', '0', false
   end
-  local reps = store_replicas(f[2])
+  local reps = store_replicas(f[2], tag)
   if not store_all_complete(reps) then
     return 'busy', '0', false
   end
@@ -127,7 +127,7 @@ local function evict_leaf(tag, shard, h, conts, frees)
   for _, key in ipairs(keys) do
     local r = redis.call('HGET', K.obj(tag, key), F.obj.replicas)
     if r then
-      bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r)))
+      bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r, tag)))
       store_erase(tag, shard, key, conts, frees, nil)
       table.insert(erased, key)
     end

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..backend import redact
 from ..errors import ErrorCode, MooncakeError
-from ..records import decode_replicas
+from ..records import decode_replicas, segment_table
 from ..service import MasterService
 from .common import describe_store, env_redis_url, non_negative_int, warn
 from .options import add_config_args, config_from_args
@@ -208,7 +208,8 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     replicas: Any = None
     if "r" in meta:
         try:
-            replicas = decode_replicas(meta["r"])
+            segs = await service.backend.client.hgetall(keys.shard_key(shard, "segs"))
+            replicas = decode_replicas(meta["r"], segment_table(segs))
         except ValueError:
             replicas = meta["r"]
     registered = bool(await service.backend.client.sismember(keys.node_keys(shard, prefix), key))

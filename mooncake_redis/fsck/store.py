@@ -6,10 +6,16 @@ It caches the stored object keys in the report for the orphan check.
 from __future__ import annotations
 
 import itertools
-import json
 from typing import TYPE_CHECKING, Any
 
-from ..records import _s, from_u64hex, parse_alloc_record, parse_entry
+from ..records import (
+    _s,
+    from_u64hex,
+    parse_alloc_record,
+    parse_entry,
+    replica_records,
+    segment_table,
+)
 from .report import FsckReport
 
 if TYPE_CHECKING:
@@ -95,6 +101,7 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
             referenced.add(parse_entry(_s(e)))
         for e in await client.zrange(keys.shard_key(shard, "discarded"), 0, -1):
             referenced.add(parse_entry(_s(e)))
+        table = segment_table(await client.hgetall(keys.shard_key(shard, "segs")))
         members = await client.smembers(keys.shard_key(shard, "objects"))
         for m in members:
             key = _s(m)
@@ -106,7 +113,11 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
             stored.add(key)
             if service.shard_of_key(key) != shard:
                 report.add("object_shard", key, f"object in shard {shard}, expected another")
-            reps = json.loads(obj["r"]) if obj.get("r") else []
+            try:
+                reps = replica_records(obj.get("r", ""), table)
+            except ValueError as e:
+                report.add("replica_record", key, str(e))
+                continue
             if not reps:
                 report.add("object_without_replica", key, "object has no replica")
             for r in reps:
