@@ -23,8 +23,6 @@ SHARD_SUFFIXES: dict[str, str] = {
     "node": ":n:",  # HASH   radix node {p parent, g link gen, t created, s score, h hits}
     "node_keys": ":nk:",  # SET    keys registered under a node
     "node_children": ":nc:",  # ZSET   child hash -> link generation (ms)
-    "nodes": ":nodes",  # SET    every node hash of the shard
-    "objects": ":objects",  # SET    every object key of the shard
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
     "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
     "lru": ":lru",  # ZSET   complete, not hard-pinned objects -> lease timeout (ms)
@@ -150,8 +148,26 @@ class KeySchema:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node_children"] + prefix_hash
 
     def shard_key(self, shard: int, name: str) -> str:
-        """Per-shard singleton keys: stats, nodes, objects, leaves, lru, processing, outbox, seq."""
+        """Per-shard singleton keys: stats, leaves, lru, processing, outbox, seq, segs..."""
         return self.shard_tag(shard) + SHARD_SUFFIXES[name]
+
+    def scan_pattern(self, name: str) -> str:
+        """SCAN MATCH pattern of every shard's ``obj`` or ``node`` keys (there is no SET of
+        them: the keyspace is the index); :meth:`parse` filters what it over-matches."""
+        ns = "".join("\\" + c if c in "*?[]\\" else c for c in self.ns)
+        return "{" + ns + ":*}" + SHARD_SUFFIXES[name] + "*"
+
+    def parse(self, redis_key: str, name: str) -> tuple[int, str] | None:
+        """(shard, id) of a shard's ``obj`` or ``node`` key, None for any other key."""
+        head = "{" + self.ns + ":"
+        end = redis_key.find("}")
+        suffix = SHARD_SUFFIXES[name]
+        digits = redis_key[len(head) : end]
+        if not redis_key.startswith(head) or not digits.isdigit() or digits != str(int(digits)):
+            return None
+        if not redis_key.startswith(suffix, end + 1) or int(digits) >= self.num_shards:
+            return None
+        return int(digits), redis_key[end + 1 + len(suffix) :]
 
     def all_anchors(self) -> list[str]:
         return [self.anchor(i) for i in range(self.num_shards)]

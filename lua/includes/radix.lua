@@ -33,7 +33,6 @@ local function radix_create(tag, h, now)
     return false
   end
   redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
-  redis.call('SADD', K.nodes(tag), h)
   redis.call('HINCRBY', K.stats(tag), F.stats.nodes, 1)
   return true
 end
@@ -181,7 +180,6 @@ local function radix_collapse(tag, shard, h, conts)
     end
     local f = redis.call('HMGET', nkey, F.node.parent, F.node.parent_shard, F.node.link_gen)
     redis.call('DEL', nkey)
-    redis.call('SREM', K.nodes(tag), h)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), F.stats.nodes, -1)

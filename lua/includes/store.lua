@@ -144,7 +144,6 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
     end
   end
   redis.call('DEL', okey)
-  redis.call('SREM', K.objects(tag), key)
   redis.call('ZREM', K.lru(tag), key)
   redis.call('ZREM', K.processing(tag), key)
   redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)

@@ -9,9 +9,9 @@ the grace period, never fresh ones (a link may be half done right now).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ..scan import shard_ids
 from ..types import RadixNode
 from .report import ALLOWED_KINDS, FsckReport
 
@@ -19,23 +19,11 @@ if TYPE_CHECKING:
     from ..service import MasterService
 
 
-async def scan_set(service: MasterService, key: str, count: int = 500) -> AsyncIterator[str]:
-    client = service.backend.client
-    cursor: Any = 0
-    while True:
-        cursor, members = await client.sscan(key, cursor, count=count)
-        for m in members:
-            yield m.decode() if isinstance(m, bytes) else str(m)
-        if int(cursor) == 0:
-            return
-
-
 async def load_nodes(service: MasterService) -> dict[str, RadixNode]:
     nodes: dict[str, RadixNode] = {}
+    found = await shard_ids(service.backend, service.keys, "node")
     for shard in range(service.keys.num_shards):
-        batch: list[str] = []
-        async for h in scan_set(service, service.keys.shard_key(shard, "nodes")):
-            batch.append(h)
+        batch = found.get(shard, [])
         for start in range(0, len(batch), 512):
             part = batch[start : start + 512]
             for h, node in zip(part, await service.get_nodes(part)):

@@ -16,6 +16,7 @@ from ..records import (
     replica_records,
     segment_table,
 )
+from ..scan import shard_ids
 from .report import FsckReport
 
 if TYPE_CHECKING:
@@ -96,20 +97,18 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
     objects = 0
     stored: set[str] = set()
     report.cache["objects"] = stored
+    found = await shard_ids(service.backend, keys, "obj")
     for shard in range(keys.num_shards):
         for e in await client.lrange(keys.shard_key(shard, "outbox"), 0, -1):
             referenced.add(parse_entry(_s(e)))
         for e in await client.zrange(keys.shard_key(shard, "discarded"), 0, -1):
             referenced.add(parse_entry(_s(e)))
         table = segment_table(await client.hgetall(keys.shard_key(shard, "segs")))
-        members = await client.smembers(keys.shard_key(shard, "objects"))
-        for m in members:
-            key = _s(m)
-            objects += 1
+        for key in found.get(shard, []):
             obj = {_s(k): _s(v) for k, v in (await client.hgetall(keys.obj(shard, key))).items()}
             if not obj:
-                report.add("object_index", key, "objects set lists a key without metadata")
-                continue
+                continue  # erased since the SCAN walk saw it
+            objects += 1
             stored.add(key)
             if service.shard_of_key(key) != shard:
                 report.add("object_shard", key, f"object in shard {shard}, expected another")
