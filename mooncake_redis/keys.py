@@ -21,7 +21,6 @@ SHARD_SUFFIXES: dict[str, str] = {
     "stats": ":stats",  # HASH   per-shard counters; also the shard's anchor key in KEYS
     "obj": ":o:",  # HASH   object metadata, one per object key
     "node": ":n:",  # HASH   radix node {p parent, g link gen, t created, s score, h hits}
-    "node_keys": ":nk:",  # SET    keys registered under a node
     "node_children": ":nc:",  # ZSET   child hash -> link generation (ms)
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
     "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
@@ -85,13 +84,14 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "prefix": "pfx",
         "upsert_id": "upid",  # the put id of the upsert that set an object back to PROCESSING
     },
-    "node": {  # {<ns>:<i>}:n:<hash>
+    "node": {  # {<ns>:<i>}:n:<hash>; plus one field per registered key (node_key_field)
         "parent": "p",
         "parent_shard": "ps",
         "link_gen": "g",
         "created_ms": "t",
         "score": "s",
         "hits": "h",
+        "nkeys": "nk",  # registered keys; each also a field '.'+rest or '/'+key (radix.lua)
     },
     "stats": {  # {<ns>:<i>}:stats
         "nodes": "nodes",
@@ -111,6 +111,12 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "mounted": "mounted",
     },
 }
+
+
+def node_key_field(prefix_hash: str, key: str) -> str:
+    """The node HASH field that registers key under its node (radix.lua radix_key_field):
+    ``.`` + the rest of a key that starts with the node hash, else ``/`` + the key."""
+    return "." + key[len(prefix_hash) :] if key.startswith(prefix_hash) else "/" + key
 
 
 def shard_hash(value: str) -> int:
@@ -140,9 +146,6 @@ class KeySchema:
 
     def node(self, shard: int, prefix_hash: str) -> str:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node"] + prefix_hash
-
-    def node_keys(self, shard: int, prefix_hash: str) -> str:
-        return self.shard_tag(shard) + SHARD_SUFFIXES["node_keys"] + prefix_hash
 
     def node_children(self, shard: int, prefix_hash: str) -> str:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node_children"] + prefix_hash

@@ -57,8 +57,7 @@ def test_inspect_json(redis_url: str, ns: str, capsys: pytest.CaptureFixture[str
     assert node["parent_prefix_hash"] == A and node["keys"] == [B + "_0_k"]
     assert list(node["children"]) == [C] and isinstance(node["shard"], int)
     tag = node["tag"]
-    assert node["redis_keys"] == {"node": f"{tag}:n:{B}", "keys": f"{tag}:nk:{B}",
-                                  "children": f"{tag}:nc:{B}"}  # fmt: skip
+    assert node["redis_keys"] == {"node": f"{tag}:n:{B}", "children": f"{tag}:nc:{B}"}
     assert f"ZRANGE '{tag}:nc:{B}' 0 -1 WITHSCORES" in node["redis_cli"]
     code, key = run_json(capsys, "inspect", "--json", "key", A + "_0_k")
     assert code == 0 and isinstance(key, dict)

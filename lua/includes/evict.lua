@@ -92,7 +92,7 @@ local function evict_leaf_state(tag, h, now, any_node)
   if not any_node and redis.call('ZCARD', K.node_children(tag, h)) > 0 then
     return 'inner', '0', 0, false
   end
-  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local keys = radix_keys(tag, h)
   if #keys == 0 then
     return 'gone', '0', 0, false
   end
@@ -122,7 +122,7 @@ end
 -- Returns the erased object keys, the count of keys removed from the index, bytes freed
 -- (decimal string).
 local function evict_leaf(tag, shard, h, conts, frees)
-  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local keys = radix_keys(tag, h)
   local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
     local r = redis.call('HGET', K.obj(tag, key), F.obj.replicas)

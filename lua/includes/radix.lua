@@ -2,7 +2,9 @@
 --
 -- Node HASH fields: p parent hash ('' = unknown/root), ps parent shard (-1 = none), g link
 -- generation of the edge parent->node, t created (ms), s leaf score, h hits, om '1' while its
--- children are marked as orphans.
+-- children are marked as orphans, nk the count of registered keys; and one field per registered
+-- key (no SET per node): '.' .. rest for a key that starts with the node hash (rest the key after
+-- it: '.' alone for an MLA key, '._0_k' for an MHA one), '/' .. key for any other, value '1'.
 -- Children ZSET: child hash -> link generation. A node is in the leaves index exactly when it has
 -- registered keys and no children. Cross-shard steps are returned as continuations
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
@@ -16,8 +18,41 @@
 -- subtrees first; the put guard refuses a child of a marked node.
 --!include common.lua
 
+-- The node HASH field that registers key under node h.
+local function radix_key_field(h, key)
+  if string.sub(key, 1, #h) == h then
+    return '.' .. string.sub(key, #h + 1)
+  end
+  return '/' .. key
+end
+
+-- How many keys are registered under node h.
+local function radix_nkeys(tag, h)
+  return tonumber(redis.call('HGET', K.node(tag, h), F.node.nkeys)) or 0
+end
+
+-- The keys registered under node h.
+local function radix_keys(tag, h)
+  local out = {}
+  local flat = redis.call('HGETALL', K.node(tag, h))
+  for i = 1, #flat, 2 do
+    local c = string.sub(flat[i], 1, 1)
+    if c == '.' then
+      table.insert(out, h .. string.sub(flat[i], 2))
+    elseif c == '/' then
+      table.insert(out, string.sub(flat[i], 2))
+    end
+  end
+  return out
+end
+
+-- Whether key is registered under node h.
+local function radix_has_key(tag, h, key)
+  return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
+end
+
 local function radix_refresh_leaf(tag, h)
-  local nk = redis.call('SCARD', K.node_keys(tag, h))
+  local nk = radix_nkeys(tag, h)
   local nc = redis.call('ZCARD', K.node_children(tag, h))
   if nk > 0 and nc == 0 then
     local s = redis.call('HGET', K.node(tag, h), F.node.score)
@@ -54,7 +89,7 @@ end
 -- Whether a node's block is completely stored: it has registered keys and every one of them
 -- is an object with all replicas COMPLETE (st = 'C'). Objects share the node's shard.
 local function radix_block_stored(tag, h)
-  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local keys = radix_keys(tag, h)
   if #keys == 0 then
     return 0
   end
@@ -105,9 +140,10 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   end
   local added = 0
   for _, key in ipairs(keys) do
-    added = added + redis.call('SADD', K.node_keys(tag, h), key)
+    added = added + redis.call('HSETNX', nkey, radix_key_field(h, key), '1')
   end
   if added > 0 then
+    redis.call('HINCRBY', nkey, F.node.nkeys, added)
     redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, added)
   end
   radix_refresh_leaf(tag, h)
@@ -116,7 +152,7 @@ end
 
 -- Whether any key registered under node h has an object (a stored block, for the orphan rule).
 local function radix_has_object(tag, h)
-  for _, k in ipairs(redis.call('SMEMBERS', K.node_keys(tag, h))) do
+  for _, k in ipairs(radix_keys(tag, h)) do
     if redis.call('EXISTS', K.obj(tag, k)) == 1 then
       return true
     end
@@ -173,7 +209,7 @@ local function radix_collapse(tag, shard, h, conts)
     if redis.call('EXISTS', nkey) == 0 then
       return
     end
-    if redis.call('SCARD', K.node_keys(tag, h)) > 0
+    if radix_nkeys(tag, h) > 0
         or redis.call('ZCARD', K.node_children(tag, h)) > 0 then
       radix_refresh_leaf(tag, h)
       return
@@ -202,8 +238,12 @@ end
 
 -- Removes one registered key from its node; cascades through empty shells.
 local function radix_remove_key(tag, shard, h, key, conts)
-  if redis.call('SREM', K.node_keys(tag, h), key) == 0 then
+  local nkey = K.node(tag, h)
+  if redis.call('HDEL', nkey, radix_key_field(h, key)) == 0 then
     return 0
+  end
+  if redis.call('HINCRBY', nkey, F.node.nkeys, -1) <= 0 then
+    redis.call('HDEL', nkey, F.node.nkeys)
   end
   redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, -1)
   radix_collapse(tag, shard, h, conts)

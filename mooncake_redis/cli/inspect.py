@@ -18,6 +18,7 @@ from typing import Any
 
 from ..backend import redact
 from ..errors import ErrorCode, MooncakeError
+from ..keys import node_key_field
 from ..records import decode_replicas, segment_table
 from ..service import MasterService
 from .common import describe_store, env_redis_url, non_negative_int, warn
@@ -161,11 +162,7 @@ async def gather_node(service: MasterService, h: str) -> dict[str, Any]:
     keys = service.keys
     shard = keys.shard_of(h)
     [node] = await service.get_nodes([h])
-    redis_keys = {
-        "node": keys.node(shard, h),
-        "keys": keys.node_keys(shard, h),
-        "children": keys.node_children(shard, h),
-    }
+    redis_keys = {"node": keys.node(shard, h), "children": keys.node_children(shard, h)}
     doc: dict[str, Any] = {
         "prefix_hash": h,
         "shard": shard,
@@ -173,7 +170,6 @@ async def gather_node(service: MasterService, h: str) -> dict[str, Any]:
         "redis_keys": redis_keys,
         "redis_cli": [
             f"HGETALL '{redis_keys['node']}'",
-            f"SMEMBERS '{redis_keys['keys']}'",
             f"ZRANGE '{redis_keys['children']}' 0 -1 WITHSCORES",
         ],
         "exists": node is not None,
@@ -212,7 +208,8 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
             replicas = decode_replicas(meta["r"], segment_table(segs))
         except ValueError:
             replicas = meta["r"]
-    registered = bool(await service.backend.client.sismember(keys.node_keys(shard, prefix), key))
+    node = keys.node(shard, prefix)
+    registered = bool(await service.backend.client.hexists(node, node_key_field(prefix, key)))
     return {
         "key": key,
         "prefix_hash": prefix,
@@ -224,7 +221,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
         "metadata": meta,
         "replicas": replicas,
         "registered_in_node": registered,
-        "node_redis_key": keys.node(shard, prefix),
+        "node_redis_key": node,
     }
 
 

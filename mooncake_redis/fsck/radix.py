@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..keys import HASH_FIELDS
 from ..scan import shard_ids
 from ..types import RadixNode
 from .report import ALLOWED_KINDS, FsckReport
@@ -55,11 +56,11 @@ async def _confirm_leaf_index(service: MasterService, report: FsckReport) -> Non
         shard = keys.shard_of(p.node)
         pipe = service.backend.client.pipeline(transaction=True)
         pipe.exists(keys.node(shard, p.node))
-        pipe.scard(keys.node_keys(shard, p.node))
+        pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nkeys"])
         pipe.zcard(keys.node_children(shard, p.node))
         pipe.zscore(keys.shard_key(shard, "leaves"), p.node)
         exists, nkeys, nchildren, score = await pipe.execute()
-        expected = bool(exists) and nkeys > 0 and nchildren == 0
+        expected = bool(exists) and int(nkeys or 0) > 0 and nchildren == 0
         if expected == (score is not None):
             gone.add(i)
     if gone:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from ..keys import node_key_field
 from ..records import (
     _s,
     from_u64hex,
@@ -134,8 +135,8 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )
             if obj.get("rad") == "1":
-                nk = keys.node_keys(shard, obj.get("pfx", ""))
-                if not await client.sismember(nk, key):
+                pfx = obj.get("pfx", "")
+                if not await client.hexists(keys.node(shard, pfx), node_key_field(pfx, key)):
                     report.add("object_not_registered", key, "rad=1 but the key is not in its node")
             elif service.config.enable_radix_tree is False and obj.get("rad"):
                 report.add("object_not_registered", key, "radix state with the flag off")
