@@ -24,7 +24,7 @@ SHARD_SUFFIXES: dict[str, str] = {
     "node_children": ":nc:",  # ZSET   child hash -> link generation (ms)
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
     "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
-    "lru": ":lru",  # ZSET   complete, not hard-pinned objects -> lease timeout (ms)
+    "lru": ":lru",  # ZSET   complete, not hard-pinned objects of no radix tree -> lease (ms)
     "processing": ":proc",  # ZSET   objects with a PROCESSING put -> put start (ms)
     "outbox": ":outbox",  # LIST   pending buffer frees for segment allocators
     "seq": ":seq",  # STRING replica id counter

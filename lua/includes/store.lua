@@ -156,7 +156,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
 end
 
 -- A lease grant (exist hit, get replica list): l = max(l, now + ttl), soft pin refresh, the lru
--- index and the radix leaf score follow. f = HMGET of l, sp, hp, rad, pfx. Returns the lease.
+-- index (objects of no tree) and the radix leaf score follow. f = HMGET of l, sp, hp, rad, pfx. Returns the lease.
 local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
   local okey = K.obj(tag, key)
   local lease = math.max(tonumber(f[1]) or 0, now + ttl)
@@ -164,7 +164,7 @@ local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
   if f[2] then
     redis.call('HSET', okey, F.obj.soft_pin_ms, math.max(tonumber(f[2]) or 0, now + soft_ttl))
   end
-  if f[3] ~= '1' then
+  if f[3] ~= '1' and f[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
     redis.call('ZADD', K.lru(tag), lease, key)
   end
   if f[4] == '1' then
