@@ -21,7 +21,6 @@ SHARD_SUFFIXES: dict[str, str] = {
     "stats": ":stats",  # HASH   per-shard counters; also the shard's anchor key in KEYS
     "obj": ":o:",  # HASH   object metadata, one per object key
     "node": ":n:",  # HASH   radix node {p parent, g link gen, t created, s score, h hits}
-    "node_children": ":nc:",  # ZSET   child hash -> link generation (ms)
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
     "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
     "lru": ":lru",  # ZSET   complete, not hard-pinned objects of no radix tree -> lease (ms)
@@ -92,6 +91,7 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "score": "s",
         "hits": "h",
         "nkeys": "nk",  # registered keys; each also a field '.'+rest or '/'+key (radix.lua)
+        "nchildren": "nc",  # children; each also a field '>'+32 bytes or '<'+hash -> generation
     },
     "stats": {  # {<ns>:<i>}:stats
         "nodes": "nodes",
@@ -117,6 +117,14 @@ def node_key_field(prefix_hash: str, key: str) -> str:
     """The node HASH field that registers key under its node (radix.lua radix_key_field):
     ``.`` + the rest of a key that starts with the node hash, else ``/`` + the key."""
     return "." + key[len(prefix_hash) :] if key.startswith(prefix_hash) else "/" + key
+
+
+def node_child_field(child: str) -> bytes:
+    """The node HASH field of the edge to child (radix.lua radix_child_field): ``>`` + the 32
+    bytes of a hash of 64 lowercase hex digits, else ``<`` + the hash."""
+    if len(child) == 64 and all(c in "0123456789abcdef" for c in child):
+        return b">" + bytes.fromhex(child)
+    return b"<" + child.encode()
 
 
 def shard_hash(value: str) -> int:
@@ -146,9 +154,6 @@ class KeySchema:
 
     def node(self, shard: int, prefix_hash: str) -> str:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node"] + prefix_hash
-
-    def node_children(self, shard: int, prefix_hash: str) -> str:
-        return self.shard_tag(shard) + SHARD_SUFFIXES["node_children"] + prefix_hash
 
     def shard_key(self, shard: int, name: str) -> str:
         """Per-shard singleton keys: stats, leaves, lru, processing, outbox, seq, segs..."""

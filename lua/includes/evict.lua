@@ -89,7 +89,7 @@ end
 -- object status ('hard', 'lease', 'busy'). Keys registered but not stored do not block.
 -- any_node: judge an inner node as if its children were gone (never 'inner').
 local function evict_leaf_state(tag, h, now, any_node)
-  if not any_node and redis.call('ZCARD', K.node_children(tag, h)) > 0 then
+  if not any_node and radix_nchildren(tag, h) > 0 then
     return 'inner', '0', 0, false
   end
   local keys = radix_keys(tag, h)

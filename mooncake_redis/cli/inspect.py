@@ -162,7 +162,7 @@ async def gather_node(service: MasterService, h: str) -> dict[str, Any]:
     keys = service.keys
     shard = keys.shard_of(h)
     [node] = await service.get_nodes([h])
-    redis_keys = {"node": keys.node(shard, h), "children": keys.node_children(shard, h)}
+    redis_keys = {"node": keys.node(shard, h)}
     doc: dict[str, Any] = {
         "prefix_hash": h,
         "shard": shard,
@@ -170,7 +170,6 @@ async def gather_node(service: MasterService, h: str) -> dict[str, Any]:
         "redis_keys": redis_keys,
         "redis_cli": [
             f"HGETALL '{redis_keys['node']}'",
-            f"ZRANGE '{redis_keys['children']}' 0 -1 WITHSCORES",
         ],
         "exists": node is not None,
     }

@@ -57,10 +57,10 @@ async def _confirm_leaf_index(service: MasterService, report: FsckReport) -> Non
         pipe = service.backend.client.pipeline(transaction=True)
         pipe.exists(keys.node(shard, p.node))
         pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nkeys"])
-        pipe.zcard(keys.node_children(shard, p.node))
+        pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nchildren"])
         pipe.zscore(keys.shard_key(shard, "leaves"), p.node)
         exists, nkeys, nchildren, score = await pipe.execute()
-        expected = bool(exists) and int(nkeys or 0) > 0 and nchildren == 0
+        expected = bool(exists) and int(nkeys or 0) > 0 and int(nchildren or 0) == 0
         if expected == (score is not None):
             gone.add(i)
     if gone:
