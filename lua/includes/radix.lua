@@ -49,6 +49,19 @@ local function radix_keys(tag, h)
   return out
 end
 
+-- Registers keys under node h; returns how many were not registered yet.
+local function radix_add_keys(tag, h, keys)
+  local nkey = K.node(tag, h)
+  local added = 0
+  for _, key in ipairs(keys) do
+    added = added + redis.call('HSETNX', nkey, radix_key_field(h, key), '1')
+  end
+  if added > 0 then
+    redis.call('HINCRBY', nkey, F.node.nkeys, added)
+  end
+  return added
+end
+
 -- Whether key is registered under node h.
 local function radix_has_key(tag, h, key)
   return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
@@ -194,12 +207,8 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   if parent ~= '' then
     redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
   end
-  local added = 0
-  for _, key in ipairs(keys) do
-    added = added + redis.call('HSETNX', nkey, radix_key_field(h, key), '1')
-  end
+  local added = radix_add_keys(tag, h, keys)
   if added > 0 then
-    redis.call('HINCRBY', nkey, F.node.nkeys, added)
     redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, added)
   end
   radix_refresh_leaf(tag, h)
