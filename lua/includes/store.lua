@@ -43,12 +43,15 @@ end
 
 -- The ref of a replica's segment in shard tag, adding an entry when its fields are new.
 local function store_segment_ref(tag, rep)
-  local desc = cjson.encode({ rep.seg, rep.base, rep.ep or '', rep.proto or '', rep.name or '' })
-  local ck = tag .. '=' .. desc
+  local ep, proto, name = rep.ep or '', rep.proto or '', rep.name or ''
+  -- Length-prefixed, so that no two field tuples share a cache key.
+  local ck = tag .. '=' .. #rep.seg .. ':' .. rep.seg .. #rep.base .. ':' .. rep.base .. #ep .. ':'
+    .. ep .. #proto .. ':' .. proto .. #name .. ':' .. name
   local ref = store_segcache[ck]
   if ref then
     return ref
   end
+  local desc = cjson.encode({ rep.seg, rep.base, ep, proto, name })
   ref = redis.call('HGET', K.segs(tag), '=' .. desc)
   if not ref then
     ref = tostring(redis.call('HINCRBY', K.segs(tag), '#', 1))
