@@ -22,7 +22,7 @@ for _, g in ipairs(evict_groups(2)) do
     local depth = tonumber(it[2])
     for _ = 1, depth do
       local st, b, o, soft = evict_leaf_state(tag, h, now, true)
-      local nc = redis.call('ZCARD', K.node_children(tag, h))
+      local nc = radix_nchildren(tag, h)
       if st ~= 'ok' then
         table.insert(chain, { st, nc, shard, {} })
         break

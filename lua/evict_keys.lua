@@ -31,7 +31,7 @@ for _, g in ipairs(groups) do
     end
     if st == 'ok' and no_tree == 1 then
       local f = redis.call('HMGET', K.obj(tag, key), F.obj.radix, F.obj.prefix)
-      if f[1] == '1' or (f[2] and redis.call('SISMEMBER', K.node_keys(tag, f[2]), key) == 1) then
+      if f[1] == '1' or (f[2] and radix_has_key(tag, f[2], key)) then
         st = 'tree'
       end
     end

@@ -46,7 +46,7 @@ for _, g in ipairs(evict_groups(4)) do
         if st == 'ok' and no_tree == 1 then
           local pfx = redis.call('HGET', K.obj(tag, key), F.obj.prefix)
           if redis.call('HGET', K.obj(tag, key), F.obj.radix) == '1'
-              or (pfx and redis.call('SISMEMBER', K.node_keys(tag, pfx), key) == 1) then
+              or (pfx and radix_has_key(tag, pfx, key)) then
             skip = true
             sk_tree = sk_tree + 1
           end

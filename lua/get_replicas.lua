@@ -5,7 +5,7 @@
 -- rewrites fields of existing keys).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
--- Returns: per key {code, message, replicas cjson, lease timeout ms}.
+-- Returns: per key {code, message, replicas cjson (store_json), lease timeout ms}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).
 --!include store.lua
@@ -23,7 +23,7 @@ each_group(function(tag, shard, n)
       table.insert(out, { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' })
     else
       local lease = store_grant_lease(tag, key, { f[2], f[3], f[4], f[5], f[6] }, now, ttl, soft_ttl)
-      table.insert(out, { E.OK, '', f[1], lease })
+      table.insert(out, { E.OK, '', store_json(store_replicas(f[1])), lease })
     end
   end
 end)

@@ -1,23 +1,44 @@
 #!lua flags=no-writes,allow-cross-slot-keys
 -- objects_complete: every COMPLETE object of the given shards with its put id, read in one atomic
 -- step per node (a consistent snapshot on a single Redis, even while an evictor runs), without
--- granting a lease or touching recency. For replay health samples and tools.
+-- granting a lease or touching recency. For replay health samples and tools. The layout keeps no
+-- SET of a shard's objects: one SCAN walk of the node (MATCH <ARGV[1]>) finds them all, sorted
+-- into the requested shards by tag.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: group count, then per group: anchor, shard index, 0.
+-- ARGV: the SCAN MATCH pattern of object keys (KeySchema.scan_pattern('obj')); group count, then
+--       per group: anchor, shard index, 0.
 -- Returns: per group, in ARGV order, a flat list: key, put id, key, put id, ...
 -- Errors: none.
 --!include common.lua
 
-local out = {}
+local pattern = arg()
+local wanted, order = {}, {}
 each_group(function(tag, _, _)
-  local keys = {}
-  for _, key in ipairs(redis.call('SMEMBERS', K.objects(tag))) do
-    local f = redis.call('HMGET', K.obj(tag, key), F.obj.status, F.obj.put_id)
-    if f[1] == 'C' then
-      table.insert(keys, key)
-      table.insert(keys, f[2] or '')
+  wanted[tag] = {}
+  table.insert(order, tag)
+end)
+local seen = {}
+local cursor = '0'
+repeat
+  local reply = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
+  cursor = reply[1]
+  for _, okey in ipairs(reply[2]) do
+    local close = string.find(okey, '}', 1, true)
+    local tag = close and string.sub(okey, 1, close) or ''
+    local prefix = K.obj(tag, '')
+    local keys = wanted[tag]
+    if keys and not seen[okey] and string.sub(okey, 1, #prefix) == prefix then
+      seen[okey] = true
+      local f = redis.call('HMGET', okey, F.obj.status, F.obj.put_id)
+      if f[1] == 'C' then
+        table.insert(keys, string.sub(okey, #prefix + 1))
+        table.insert(keys, f[2] or '')
+      end
     end
   end
-  table.insert(out, keys)
-end)
+until cursor == '0'
+local out = {}
+for i, tag in ipairs(order) do
+  out[i] = wanted[tag]
+end
 return out

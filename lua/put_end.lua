@@ -1,6 +1,7 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
--- put_end: PutEnd: marks the object's replicas COMPLETE; the object enters the lru index with a
--- lease of 0 ms (lease timeout = max(lease timeout, now)). allow-oom: a put that got its
+-- put_end: PutEnd: marks the object's replicas COMPLETE; an object of no radix tree (not
+-- hard pinned) enters the lru index with a lease of 0 ms (lease timeout = max(lease timeout,
+-- now)); a registered one is ordered by its leaf. allow-oom: a put that got its
 -- buffers completes even when Redis filled up meanwhile (it rewrites fields of an existing key
 -- and adds one index entry).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
@@ -16,7 +17,7 @@ each_group(function(tag, shard, n)
   for _ = 1, n do
     local key, client = arg(), arg()
     local okey = K.obj(tag, key)
-    local f = redis.call('HMGET', okey, F.obj.client, F.obj.replicas, F.obj.hard_pin, F.obj.lease_ms)
+    local f = redis.call('HMGET', okey, F.obj.client, F.obj.replicas, F.obj.hard_pin, F.obj.lease_ms, F.obj.radix)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
     elseif f[1] ~= client then
@@ -29,7 +30,7 @@ each_group(function(tag, shard, n)
       local lease = math.max(tonumber(f[4]) or 0, now)
       redis.call('HSET', okey, F.obj.status, 'C', F.obj.lease_ms, lease, F.obj.replicas, store_encode(reps))
       redis.call('ZREM', K.processing(tag), key)
-      if f[3] ~= '1' then
+      if f[3] ~= '1' and f[5] ~= '1' then -- a radix-registered object is evicted by its leaf
         redis.call('ZADD', K.lru(tag), lease, key)
       end
       table.insert(out, { E.OK, '' })

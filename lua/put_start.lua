@@ -93,7 +93,6 @@ each_group(function(tag, shard, n)
       if hard == 1 then
         redis.call('HSET', okey, F.obj.hard_pin, '1')
       end
-      redis.call('SADD', K.objects(tag), key)
       redis.call('ZADD', K.processing(tag), now, key)
       redis.call('HINCRBY', K.stats(tag), F.stats.objects, 1)
       dec_hincr(K.stats(tag), 'bytes', size, false)

@@ -16,8 +16,8 @@ each_group(function(tag, shard, n)
     if not f[1] then
       table.insert(out, {})
     else
-      local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
-      local children = redis.call('ZRANGE', K.node_children(tag, h), 0, -1, 'WITHSCORES')
+      local keys = radix_keys(tag, h)
+      local children = radix_children(tag, h)
       table.insert(out, { f[1], f[2], f[3], f[4], f[5], f[6], keys, children })
     end
   end

@@ -19,7 +19,7 @@
 --       count, then per group: anchor, shard index, n, then n items of key, put id, client id,
 --       size (bytes, decimal string), soft pin (0/1), hard pin (0/1), reserved replicas (cjson
 --       array as put_start's, or '' when none were reserved).
--- Returns: per item {code, message, mode, replicas cjson ('' unless mode is 'inplace', 'new' or
+-- Returns: per item {code, message, mode, replicas cjson (store_json; '' unless mode is 'inplace', 'new' or
 --          'again')}; mode 'absent', 'alloc', 'inplace', 'new', or 'again' (this put id already
 --          started this upsert: a resent call whose reply was lost; the replicas as written).
 --   A reservation passed in and not used (modes 'absent', 'inplace', 'again', or an error) is
@@ -110,7 +110,7 @@ each_group(function(tag, shard, n)
         mode = 'new'
       end
     end
-    table.insert(out, { code, msg, mode, reps_out })
+    table.insert(out, { code, msg, mode, reps_out ~= '' and store_json(store_replicas(reps_out)) or '' })
   end
 end)
 return out

@@ -21,19 +21,16 @@ SHARD_SUFFIXES: dict[str, str] = {
     "stats": ":stats",  # HASH   per-shard counters; also the shard's anchor key in KEYS
     "obj": ":o:",  # HASH   object metadata, one per object key
     "node": ":n:",  # HASH   radix node {p parent, g link gen, t created, s score, h hits}
-    "node_keys": ":nk:",  # SET    keys registered under a node
-    "node_children": ":nc:",  # ZSET   child hash -> link generation (ms)
-    "nodes": ":nodes",  # SET    every node hash of the shard
-    "objects": ":objects",  # SET    every object key of the shard
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
     "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
-    "lru": ":lru",  # ZSET   complete, not hard-pinned objects -> lease timeout (ms)
+    "lru": ":lru",  # ZSET   complete, not hard-pinned objects of no radix tree -> lease (ms)
     "processing": ":proc",  # ZSET   objects with a PROCESSING put -> put start (ms)
     "outbox": ":outbox",  # LIST   pending buffer frees for segment allocators
     "seq": ":seq",  # STRING replica id counter
     "discarded": ":discarded",  # ZSET   stale-put buffer frees "seg|off|put id" -> release ms
     "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
     "unlinks": ":unlinks",  # LIST   eviction's cross-shard unlink steps not yet done (cjson)
+    "segs": ":segs",  # HASH   segment table: ref -> cjson [seg, base, ep, proto, name] (store.lua)
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
@@ -79,20 +76,22 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "lease_ms": "l",
         "status": "st",  # 'P' processing, 'C' complete
         "put_id": "pid",
-        "replicas": "r",  # JSON replica records
+        "replicas": "r",  # replica record "id,st,ref,off,len;..." (records.py)
         "soft_pin_ms": "sp",
         "hard_pin": "hp",
         "radix": "rad",  # registered in the radix index
         "prefix": "pfx",
         "upsert_id": "upid",  # the put id of the upsert that set an object back to PROCESSING
     },
-    "node": {  # {<ns>:<i>}:n:<hash>
+    "node": {  # {<ns>:<i>}:n:<hash>; plus one field per registered key (node_key_field)
         "parent": "p",
         "parent_shard": "ps",
         "link_gen": "g",
         "created_ms": "t",
         "score": "s",
         "hits": "h",
+        "nkeys": "nk",  # registered keys; each also a field '.'+rest or '/'+key (radix.lua)
+        "nchildren": "nc",  # children; each also a field '>'+32 bytes or '<'+hash -> generation
     },
     "stats": {  # {<ns>:<i>}:stats
         "nodes": "nodes",
@@ -112,6 +111,20 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "mounted": "mounted",
     },
 }
+
+
+def node_key_field(prefix_hash: str, key: str) -> str:
+    """The node HASH field that registers key under its node (radix.lua radix_key_field):
+    ``.`` + the rest of a key that starts with the node hash, else ``/`` + the key."""
+    return "." + key[len(prefix_hash) :] if key.startswith(prefix_hash) else "/" + key
+
+
+def node_child_field(child: str) -> bytes:
+    """The node HASH field of the edge to child (radix.lua radix_child_field): ``>`` + the 32
+    bytes of a hash of 64 lowercase hex digits, else ``<`` + the hash."""
+    if len(child) == 64 and all(c in "0123456789abcdef" for c in child):
+        return b">" + bytes.fromhex(child)
+    return b"<" + child.encode()
 
 
 def shard_hash(value: str) -> int:
@@ -142,15 +155,27 @@ class KeySchema:
     def node(self, shard: int, prefix_hash: str) -> str:
         return self.shard_tag(shard) + SHARD_SUFFIXES["node"] + prefix_hash
 
-    def node_keys(self, shard: int, prefix_hash: str) -> str:
-        return self.shard_tag(shard) + SHARD_SUFFIXES["node_keys"] + prefix_hash
-
-    def node_children(self, shard: int, prefix_hash: str) -> str:
-        return self.shard_tag(shard) + SHARD_SUFFIXES["node_children"] + prefix_hash
-
     def shard_key(self, shard: int, name: str) -> str:
-        """Per-shard singleton keys: stats, nodes, objects, leaves, lru, processing, outbox, seq."""
+        """Per-shard singleton keys: stats, leaves, lru, processing, outbox, seq, segs..."""
         return self.shard_tag(shard) + SHARD_SUFFIXES[name]
+
+    def scan_pattern(self, name: str) -> str:
+        """SCAN MATCH pattern of every shard's ``obj`` or ``node`` keys (there is no SET of
+        them: the keyspace is the index); :meth:`parse` filters what it over-matches."""
+        ns = "".join("\\" + c if c in "*?[]\\" else c for c in self.ns)
+        return "{" + ns + ":*}" + SHARD_SUFFIXES[name] + "*"
+
+    def parse(self, redis_key: str, name: str) -> tuple[int, str] | None:
+        """(shard, id) of a shard's ``obj`` or ``node`` key, None for any other key."""
+        head = "{" + self.ns + ":"
+        end = redis_key.find("}")
+        suffix = SHARD_SUFFIXES[name]
+        digits = redis_key[len(head) : end]
+        if not redis_key.startswith(head) or not digits.isdigit() or digits != str(int(digits)):
+            return None
+        if not redis_key.startswith(suffix, end + 1) or int(digits) >= self.num_shards:
+            return None
+        return int(digits), redis_key[end + 1 + len(suffix) :]
 
     def all_anchors(self) -> list[str]:
         return [self.anchor(i) for i in range(self.num_shards)]

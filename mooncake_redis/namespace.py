@@ -43,12 +43,22 @@ class Namespace:
         if [version, shards, radix] == mine:
             self._meta_ok = True
             return
+        ns = self.ctx.config.namespace
+        advice = "Use the recorded values or another namespace."
+        if version != mine[0]:
+            # Another layout: no setting of this process can read it (no migration exists).
+            advice = (
+                f"This version keeps schema_version={mine[0]} and cannot read a namespace of "
+                f"schema_version={version} (another key layout; nothing is migrated): drop the "
+                f"namespace (delete its keys, e.g. redis-cli --scan --pattern '{{{ns}:*' | "
+                "xargs redis-cli unlink) or use another namespace name (MOONCAKE_REDIS_NAMESPACE)."
+            )
         err = MooncakeError(
             ErrorCode.INVALID_VERSION,
-            f"namespace {self.ctx.config.namespace!r} was created with schema_version={version} "
+            f"namespace {ns!r} was created with schema_version={version} "
             f"num_shards={shards} enable_radix_tree={bool(radix)}; this process has "
             f"schema_version={mine[0]} num_shards={mine[1]} enable_radix_tree={bool(mine[2])}. "
-            "Use the recorded values or another namespace.",
+            + advice,
         )
         if self.ctx.backend.refused is None and self._meta_ok:
             # Running already: the namespace was recorded anew by another process (Redis

@@ -21,7 +21,6 @@ ordered so that a crash between two steps leaves only a state something reclaims
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -34,7 +33,7 @@ from .models import (
 )
 from .prefix import check_key, check_str
 from .puts import Puts, _descriptor
-from .records import _s
+from .scan import shard_ids
 
 MAX_REGEX_LEN = 1024
 REGEX_TIMEOUT_S = 0.05  # per key; a pattern that needs more is refused before anything changes
@@ -148,20 +147,9 @@ class Objects:
         return await lua.objects_complete(self.ctx)
 
     async def all_object_keys(self) -> list[str]:
-        async def scan(shard: int) -> list[str]:
-            out: list[str] = []
-            cursor: Any = 0
-            key = self.ctx.keys.shard_key(shard, "objects")
-            while True:
-                cursor, members = await self.ctx.backend.command(
-                    "SSCAN", key, cursor, "COUNT", 1000
-                )
-                out.extend(_s(m) for m in members)
-                if int(cursor) == 0:
-                    return out
-
-        parts = await asyncio.gather(*(scan(s) for s in range(self.ctx.keys.num_shards)))
-        return [k for p in parts for k in p]
+        """Every stored object key, by SCAN (the layout keeps no per-shard SET of them)."""
+        found = await shard_ids(self.ctx.backend, self.ctx.keys, "obj")
+        return [k for shard in sorted(found) for k in found[shard]]
 
     async def _remove_skip(self, keys: Sequence[str], force: bool) -> int:
         erased = await lua.remove(self.ctx, keys, skip=True, force=force)

@@ -39,15 +39,53 @@ def from_u64hex(value: Any) -> int:
     return int(_s(value), 16)
 
 
-def decode_replicas(raw: str) -> list[dict[str, Any]]:
-    """An object's replica records (field ``r``) with their u64 fields as integers."""
-    out: list[dict[str, Any]] = json.loads(raw) if raw else []
+SegmentTable = dict[str, list[str]]  # ref -> [segment id, base, ep, proto, name]
+
+
+def segment_table(raw: dict[Any, Any]) -> SegmentTable:
+    """A shard's segment table (``HGETALL {<ns>:<i>}:segs``, store.lua) as ref -> fields."""
+    out: SegmentTable = {}
+    for k, v in raw.items():
+        ref = _s(k)
+        if ref[:1] not in ("=", "#"):
+            out[ref] = [str(x) for x in json.loads(_s(v))]
+    return out
+
+
+def replica_records(raw: str, table: SegmentTable) -> list[dict[str, Any]]:
+    """An object's replica record (field ``r``: ``id,st,ref,off,len`` joined by ``;``, off and
+    len hex without leading zeros) as the dicts the scripts reply (u64 fields 16-hex strings).
+    Raises ValueError for a malformed record or a ref the shard's segment table lacks."""
+    out: list[dict[str, Any]] = []
+    for part in raw.split(";") if raw else []:
+        fields = part.split(",")
+        if len(fields) != 5 or fields[2] not in table:
+            raise ValueError(f"replica record {part!r}: malformed or unknown segment ref")
+        rid, st, ref, off, length = fields
+        seg, base, ep, proto, name = table[ref]
+        out.append(
+            {
+                "id": rid,
+                "st": st,
+                "seg": seg,
+                "off": u64hex(int(off, 16)),
+                "len": u64hex(int(length, 16)),
+                "base": base,
+                "ep": ep,
+                "proto": proto,
+                "name": name,
+            }
+        )
+    return out
+
+
+def decode_replicas(raw: str, table: SegmentTable) -> list[dict[str, Any]]:
+    """An object's replica records (field ``r``) with their u64 fields and id as integers."""
+    out = replica_records(raw, table)
     for rep in out:
         for name in ("off", "len", "base"):
-            if isinstance(rep.get(name), str):
-                rep[name] = int(rep[name], 16)
-        if isinstance(rep.get("id"), str):
-            rep["id"] = int(rep["id"])
+            rep[name] = int(rep[name], 16)
+        rep["id"] = int(rep["id"])
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck
+from mooncake_redis.keys import node_child_field
 from mooncake_redis.models import ReplicateConfig, Segment
 from tests.helpers import h, hashes_in_shard
 
@@ -96,7 +97,8 @@ async def forge_cycle(svc: MasterService, ring: list[str]) -> None:
         ps, cs = keys.shard_of(parent), keys.shard_of(node)
         gen = 1_000 + i
         await client.hset(keys.node(cs, node), mapping={"p": parent, "ps": ps, "g": gen})
-        await client.zadd(keys.node_children(ps, parent), {node: gen})
+        await client.hset(keys.node(ps, parent), node_child_field(node), gen)
+        await client.hincrby(keys.node(ps, parent), "nc", 1)
         await client.zrem(keys.shard_key(ps, "leaves"), parent)
 
 

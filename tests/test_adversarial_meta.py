@@ -25,6 +25,7 @@ import pytest
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
 from mooncake_redis.backend import Backend
 from mooncake_redis.cli import main as cli_main
+from mooncake_redis.config import SCHEMA_VERSION
 from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig, Segment
 from mooncake_redis.testing.probes import snapshot
@@ -79,6 +80,26 @@ async def test_radix_setting_is_recorded_and_a_mismatch_refused(make_service: An
     with pytest.raises(MooncakeError) as exc:
         await make_service(enable_radix_tree=True, num_shards=16)
     assert exc.value.code == ErrorCode.INVALID_VERSION
+
+
+async def test_a_namespace_of_another_schema_version_is_refused_with_what_to_do(
+    make_service: Any, backend_url: str
+) -> None:
+    """Issue 13 item 4: a namespace written by the previous layout (schema 2) is refused by a
+    worker and by the read-only tools, with the way out in the message; nothing is rewritten."""
+    svc = await make_service()
+    ns = svc.config.namespace
+    meta = svc.keys.global_key("meta")
+    await svc.backend.client.hset(meta, "schema_version", SCHEMA_VERSION - 1)
+    cfg = Config(namespace=ns, redis_url=backend_url, num_shards=8)
+    for create in (True, False):  # a worker, then fsck/inspect's read-only open
+        with pytest.raises(MooncakeError) as exc:
+            await MasterService.from_url(backend_url, cfg, create=create)
+        assert exc.value.code == ErrorCode.INVALID_VERSION
+        msg = exc.value.message
+        assert f"schema_version={SCHEMA_VERSION - 1}" in msg and "drop the namespace" in msg
+        assert "another namespace name" in msg and f"{{{ns}:*" in msg
+    assert await svc.backend.client.hget(meta, "schema_version") == str(SCHEMA_VERSION - 1).encode()
 
 
 async def test_fsck_and_inspect_write_nothing(make_service: Any, backend_url: str) -> None:

@@ -171,7 +171,7 @@ def test_tree_and_fsck_count_depth_alike(
 def test_fsck_repair_says_what_it_could_not_repair(
     backend_url: str, chain: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mooncake_redis.keys import KeySchema
+    from mooncake_redis.keys import KeySchema, node_child_field
 
     ns = chain[chain.index("--namespace") + 1]
     keys = KeySchema(ns, 8)
@@ -181,7 +181,9 @@ def test_fsck_repair_says_what_it_could_not_repair(
         cfg = Config(redis_url=backend_url, namespace=ns, num_shards=8, enable_radix_tree=True)
         async with await MasterService.from_url(backend_url, cfg) as svc:
             now = await svc.backend.time_ms()
-            await svc.backend.client.zadd(keys.node_children(keys.shard_of(B), B), {ghost: now})
+            node = keys.node(keys.shard_of(B), B)
+            await svc.backend.client.hset(node, node_child_field(ghost), now)
+            await svc.backend.client.hincrby(node, "nc", 1)
 
     asyncio.run(dangle())
     code, out, _ = run(capsys, "fsck", "--repair", *chain)

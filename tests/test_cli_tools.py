@@ -57,9 +57,8 @@ def test_inspect_json(redis_url: str, ns: str, capsys: pytest.CaptureFixture[str
     assert node["parent_prefix_hash"] == A and node["keys"] == [B + "_0_k"]
     assert list(node["children"]) == [C] and isinstance(node["shard"], int)
     tag = node["tag"]
-    assert node["redis_keys"] == {"node": f"{tag}:n:{B}", "keys": f"{tag}:nk:{B}",
-                                  "children": f"{tag}:nc:{B}"}  # fmt: skip
-    assert f"ZRANGE '{tag}:nc:{B}' 0 -1 WITHSCORES" in node["redis_cli"]
+    assert node["redis_keys"] == {"node": f"{tag}:n:{B}"}
+    assert node["redis_cli"] == [f"HGETALL '{tag}:n:{B}'"]
     code, key = run_json(capsys, "inspect", "--json", "key", A + "_0_k")
     assert code == 0 and isinstance(key, dict)
     assert key["exists"] and key["prefix_hash"] == A and key["registered_in_node"]
@@ -100,10 +99,11 @@ def test_fsck_exit_status(redis_url: str, ns: str, capsys: pytest.CaptureFixture
 
     r = redis.Redis.from_url(redis_url)
     cfg = Config(namespace=ns, num_shards=8)
-    from mooncake_redis.keys import KeySchema
+    from mooncake_redis.keys import KeySchema, node_child_field
 
     keys = KeySchema(cfg.namespace, cfg.num_shards)
-    r.zadd(keys.node_children(keys.shard_of(B), B), {h("ghost"): 1})
+    r.hset(keys.node(keys.shard_of(B), B), node_child_field(h("ghost")), 1)
+    r.hincrby(keys.node(keys.shard_of(B), B), "nc", 1)
     code, report = run_json(capsys, "fsck", "--json")
     assert code == 1 and isinstance(report, dict) and report["kinds"] == {"dangling_edge": 1}
     assert main(["fsck"]) == 1

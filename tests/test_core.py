@@ -80,8 +80,6 @@ def test_object_and_node_share_a_slot() -> None:
         for k in (
             ks.obj(shard, f"{blk}_0_k"),
             ks.node(shard, blk),
-            ks.node_keys(shard, blk),
-            ks.node_children(shard, blk),
             ks.anchor(shard),
             ks.shard_key(shard, "leaves"),
             ks.obj(shard, "weird{key}with}braces"),

@@ -196,7 +196,18 @@ async def test_no_tree_objects_fallback(make_service: Any) -> None:
     await put_blocks(url_svc, chain("tree", 4))
     loose = [h(f"loose{i}") for i in range(6)]
     await put_blocks(url_svc, [(k, "") for k in loose])
+    keys = url_svc.keys
+    lru = [keys.shard_key(sh, "lru") for sh in range(keys.num_shards)]
+
+    async def in_lru() -> set[str]:
+        c = url_svc.backend.client
+        return {m.decode() for k in lru for m in await c.zrange(k, 0, -1)}
+
+    # the lean layout: the lru index holds objects of no tree only (leaves order the others),
+    # and a key unregistered from the tree brings its object in
+    assert await in_lru() == set()
     assert await url_svc.unregister_radix_tree_keys(loose) == 6
+    assert await in_lru() == set(loose)
     res = await url_svc.evict_once(force=True)
     assert res.fallback_objects == 6 and set(loose) <= set(res.evicted_keys)
     assert res.evicted_objects == 10

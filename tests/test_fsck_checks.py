@@ -86,3 +86,23 @@ async def test_a_stored_object_under_a_parent_without_a_stored_key_is_an_orphan(
     await put(svc, a)  # the parent is stored again: b is no orphan any more
     counts = (await fsck(svc)).counts
     assert (counts["orphans"], counts["orphan_roots"]) == (0, 0), counts
+
+
+async def test_a_replica_record_that_names_no_segment_table_entry_is_reported(
+    svc: MasterService,
+) -> None:
+    """The lean layout's replica record (``id,st,ref,off,len``) names its segment through the
+    shard's segment table: fsck decodes it there, and a record whose ref the table lacks (or
+    that is malformed) is a problem of its own, not a crash of fsck."""
+    a, b = (next(hashes_in_shard(svc, i, f"rec{i}")) for i in (1, 2))
+    await put(svc, a)
+    await put(svc, b)
+    keys, client = svc.keys, svc.backend.client
+    assert (await fsck(svc)).clean
+    ka, kb = keys.obj(keys.shard_of(a), a), keys.obj(keys.shard_of(b), b)
+    rid, st, _ref, off, length = (await client.hget(ka, "r")).decode().split(",")
+    await client.hset(ka, "r", ",".join([rid, st, "999", off, length]))
+    await client.hset(kb, "r", "not a record")
+    report = await fsck(svc)
+    assert report.kinds()["replica_record"] == 2
+    assert {p.node for p in report.problems if p.kind == "replica_record"} == {a, b}

@@ -21,7 +21,6 @@ goal is not met, then applies it.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import uuid
 from typing import Any
@@ -34,6 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from mooncake_redis import Config, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck, load_nodes
 from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.scan import shard_ids
 from mooncake_redis.testing.probes import wipe
 from mooncake_redis.testing.reference_model import Answer, Model
 from tests.helpers import h
@@ -300,11 +300,10 @@ class StoreMachine(RuleBasedStateMachine):
         client = self.svc.backend.client
         keys = self.svc.keys
         out = {}
-        for shard in range(keys.num_shards):
-            for m in await client.smembers(keys.shard_key(shard, "objects")):
-                k = m.decode()
+        for shard, found in (await shard_ids(self.svc.backend, keys, "obj")).items():
+            for k in found:
                 st_, r, hp, sp = await client.hmget(keys.obj(shard, k), "st", "r", "hp", "sp")
-                reps = json.loads(r) if r else []
+                reps = r.decode().split(";") if r else []
                 out[k] = (st_ == b"C", len(reps), hp == b"1", sp is not None)
         return out
 

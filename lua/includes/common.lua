@@ -23,12 +23,15 @@ local function argn()
   return tonumber(arg())
 end
 
+-- group.tag: the shard tag of the group being run (store_replicas/store_encode default to it).
+local group = { tag = nil }
 local function each_group(fn)
   local groups = argn()
   for _ = 1, groups do
     local anchor = arg()
     local shard = argn()
     local n = argn()
-    fn(K.tag(anchor), shard, n)
+    group.tag = K.tag(anchor)
+    fn(group.tag, shard, n)
   end
 end

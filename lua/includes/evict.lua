@@ -76,7 +76,7 @@ local function evict_object_state(tag, key, now)
   if (tonumber(f[3]) or 0) > now then
     return 'lease', '0', false
   end
-  local reps = store_replicas(f[2])
+  local reps = store_replicas(f[2], tag)
   if not store_all_complete(reps) then
     return 'busy', '0', false
   end
@@ -89,10 +89,10 @@ end
 -- object status ('hard', 'lease', 'busy'). Keys registered but not stored do not block.
 -- any_node: judge an inner node as if its children were gone (never 'inner').
 local function evict_leaf_state(tag, h, now, any_node)
-  if not any_node and redis.call('ZCARD', K.node_children(tag, h)) > 0 then
+  if not any_node and radix_nchildren(tag, h) > 0 then
     return 'inner', '0', 0, false
   end
-  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local keys = radix_keys(tag, h)
   if #keys == 0 then
     return 'gone', '0', 0, false
   end
@@ -122,12 +122,12 @@ end
 -- Returns the erased object keys, the count of keys removed from the index, bytes freed
 -- (decimal string).
 local function evict_leaf(tag, shard, h, conts, frees)
-  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local keys = radix_keys(tag, h)
   local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
     local r = redis.call('HGET', K.obj(tag, key), F.obj.replicas)
     if r then
-      bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r)))
+      bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r, tag)))
       store_erase(tag, shard, key, conts, frees, nil)
       table.insert(erased, key)
     end

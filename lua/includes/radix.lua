@@ -2,8 +2,13 @@
 --
 -- Node HASH fields: p parent hash ('' = unknown/root), ps parent shard (-1 = none), g link
 -- generation of the edge parent->node, t created (ms), s leaf score, h hits, om '1' while its
--- children are marked as orphans.
--- Children ZSET: child hash -> link generation. A node is in the leaves index exactly when it has
+-- children are marked as orphans, nk the count of registered keys; and one field per registered
+-- key (no SET per node): '.' .. rest for a key that starts with the node hash (rest the key after
+-- it: '.' alone for an MLA key, '._0_k' for an MHA one), '/' .. key for any other, value '1';
+-- nc the count of children, and one field per child edge (no ZSET per node), value the link
+-- generation: '>' .. the 32 bytes of a child hash of 64 lowercase hex digits (so the HASH stays
+-- listpack-encoded: fields <= 64 bytes), '<' .. the hash for any other.
+-- A node is in the leaves index exactly when it has
 -- registered keys and no children. Cross-shard steps are returned as continuations
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
 -- child-first); a parent's edge is dropped only when its generation still matches, so a child
@@ -16,9 +21,109 @@
 -- subtrees first; the put guard refuses a child of a marked node.
 --!include common.lua
 
+-- The node HASH field that registers key under node h.
+local function radix_key_field(h, key)
+  if string.sub(key, 1, #h) == h then
+    return '.' .. string.sub(key, #h + 1)
+  end
+  return '/' .. key
+end
+
+-- How many keys are registered under node h.
+local function radix_nkeys(tag, h)
+  return tonumber(redis.call('HGET', K.node(tag, h), F.node.nkeys)) or 0
+end
+
+-- The keys registered under node h.
+local function radix_keys(tag, h)
+  local out = {}
+  local flat = redis.call('HGETALL', K.node(tag, h))
+  for i = 1, #flat, 2 do
+    local c = string.sub(flat[i], 1, 1)
+    if c == '.' then
+      table.insert(out, h .. string.sub(flat[i], 2))
+    elseif c == '/' then
+      table.insert(out, string.sub(flat[i], 2))
+    end
+  end
+  return out
+end
+
+-- Registers keys under node h; returns how many were not registered yet.
+local function radix_add_keys(tag, h, keys)
+  local nkey = K.node(tag, h)
+  local added = 0
+  for _, key in ipairs(keys) do
+    added = added + redis.call('HSETNX', nkey, radix_key_field(h, key), '1')
+  end
+  if added > 0 then
+    redis.call('HINCRBY', nkey, F.node.nkeys, added)
+  end
+  return added
+end
+
+-- Whether key is registered under node h.
+local function radix_has_key(tag, h, key)
+  return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
+end
+
+-- The node HASH field of the edge to child c.
+local function radix_child_field(c)
+  if #c == 64 and not string.find(c, '[^0-9a-f]') then
+    return '>' .. string.gsub(c, '..', function(x) return string.char(tonumber(x, 16)) end)
+  end
+  return '<' .. c
+end
+
+-- How many children node h has.
+local function radix_nchildren(tag, h)
+  return tonumber(redis.call('HGET', K.node(tag, h), F.node.nchildren)) or 0
+end
+
+-- The generation of the edge h -> c (a string), or false.
+local function radix_child_gen(tag, h, c)
+  return redis.call('HGET', K.node(tag, h), radix_child_field(c))
+end
+
+-- Sets the edge h -> c to generation gen.
+local function radix_set_child(tag, h, c, gen)
+  local nkey = K.node(tag, h)
+  if redis.call('HSET', nkey, radix_child_field(c), gen) == 1 then
+    redis.call('HINCRBY', nkey, F.node.nchildren, 1)
+  end
+end
+
+-- Drops the edge h -> c.
+local function radix_del_child(tag, h, c)
+  local nkey = K.node(tag, h)
+  if redis.call('HDEL', nkey, radix_child_field(c)) == 1 then
+    if redis.call('HINCRBY', nkey, F.node.nchildren, -1) <= 0 then
+      redis.call('HDEL', nkey, F.node.nchildren)
+    end
+  end
+end
+
+-- The children of node h as a flat list: child, generation, child, generation, ...
+local function radix_children(tag, h)
+  local out = {}
+  local flat = redis.call('HGETALL', K.node(tag, h))
+  for i = 1, #flat, 2 do
+    local c = string.sub(flat[i], 1, 1)
+    if c == '>' then
+      local hex = string.gsub(string.sub(flat[i], 2), '.', function(x) return string.format('%02x', string.byte(x)) end)
+      table.insert(out, hex)
+      table.insert(out, flat[i + 1])
+    elseif c == '<' then
+      table.insert(out, string.sub(flat[i], 2))
+      table.insert(out, flat[i + 1])
+    end
+  end
+  return out
+end
+
 local function radix_refresh_leaf(tag, h)
-  local nk = redis.call('SCARD', K.node_keys(tag, h))
-  local nc = redis.call('ZCARD', K.node_children(tag, h))
+  local nk = radix_nkeys(tag, h)
+  local nc = radix_nchildren(tag, h)
   if nk > 0 and nc == 0 then
     local s = redis.call('HGET', K.node(tag, h), F.node.score)
     redis.call('ZADD', K.leaves(tag), tonumber(s) or 0, h)
@@ -33,7 +138,6 @@ local function radix_create(tag, h, now)
     return false
   end
   redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
-  redis.call('SADD', K.nodes(tag), h)
   redis.call('HINCRBY', K.stats(tag), F.stats.nodes, 1)
   return true
 end
@@ -41,13 +145,12 @@ end
 -- Parent-side step of a link: the edge (creating a shell parent if needed). Returns its generation.
 local function radix_link_edge(tag, parent, child, now)
   radix_create(tag, parent, now)
-  local ckey = K.node_children(tag, parent)
   local gen = now
-  local old = redis.call('ZSCORE', ckey, child)
+  local old = radix_child_gen(tag, parent, child)
   if old and tonumber(old) >= gen then
     gen = tonumber(old) + 1
   end
-  redis.call('ZADD', ckey, gen, child)
+  radix_set_child(tag, parent, child, gen)
   redis.call('ZREM', K.leaves(tag), parent)
   return gen
 end
@@ -55,7 +158,7 @@ end
 -- Whether a node's block is completely stored: it has registered keys and every one of them
 -- is an object with all replicas COMPLETE (st = 'C'). Objects share the node's shard.
 local function radix_block_stored(tag, h)
-  local keys = redis.call('SMEMBERS', K.node_keys(tag, h))
+  local keys = radix_keys(tag, h)
   if #keys == 0 then
     return 0
   end
@@ -78,7 +181,7 @@ local function radix_needs_cycle_check(tag, h, parent)
     return false
   end
   local cur = redis.call('HGET', K.node(tag, h), F.node.parent)
-  return cur == '' and redis.call('ZCARD', K.node_children(tag, h)) > 0
+  return cur == '' and radix_nchildren(tag, h) > 0
 end
 
 -- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
@@ -104,10 +207,7 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
   if parent ~= '' then
     redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
   end
-  local added = 0
-  for _, key in ipairs(keys) do
-    added = added + redis.call('SADD', K.node_keys(tag, h), key)
-  end
+  local added = radix_add_keys(tag, h, keys)
   if added > 0 then
     redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, added)
   end
@@ -117,7 +217,7 @@ end
 
 -- Whether any key registered under node h has an object (a stored block, for the orphan rule).
 local function radix_has_object(tag, h)
-  for _, k in ipairs(redis.call('SMEMBERS', K.node_keys(tag, h))) do
+  for _, k in ipairs(radix_keys(tag, h)) do
     if redis.call('EXISTS', K.obj(tag, k)) == 1 then
       return true
     end
@@ -128,8 +228,9 @@ end
 -- Orphan marks for h's children: op 'orphan' (h lost its last object) or 'adopt' (h has one
 -- again). Children in this shard are marked here, the others through continuations.
 local function radix_mark_children(tag, shard, h, op, conts, now)
-  for _, c in ipairs(redis.call('ZRANGE', K.node_children(tag, h), 0, -1)) do
-    table.insert(conts, { c, '-1', '', op })
+  local flat = radix_children(tag, h)
+  for i = 1, #flat, 2 do
+    table.insert(conts, { flat[i], '-1', '', op })
   end
 end
 
@@ -148,7 +249,7 @@ end
 -- note on h, field om, that its children are marked: a put that stores h again adopts them).
 local function radix_lost_object(tag, shard, h, conts, now)
   if redis.call('EXISTS', K.node(tag, h)) == 1
-      and redis.call('ZCARD', K.node_children(tag, h)) > 0
+      and radix_nchildren(tag, h) > 0
       and not radix_has_object(tag, h) then
     radix_mark_children(tag, shard, h, 'orphan', conts, now)
     redis.call('HSET', K.node(tag, h), 'om', '1')
@@ -174,14 +275,13 @@ local function radix_collapse(tag, shard, h, conts)
     if redis.call('EXISTS', nkey) == 0 then
       return
     end
-    if redis.call('SCARD', K.node_keys(tag, h)) > 0
-        or redis.call('ZCARD', K.node_children(tag, h)) > 0 then
+    if radix_nkeys(tag, h) > 0
+        or radix_nchildren(tag, h) > 0 then
       radix_refresh_leaf(tag, h)
       return
     end
     local f = redis.call('HMGET', nkey, F.node.parent, F.node.parent_shard, F.node.link_gen)
     redis.call('DEL', nkey)
-    redis.call('SREM', K.nodes(tag), h)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), F.stats.nodes, -1)
@@ -193,19 +293,23 @@ local function radix_collapse(tag, shard, h, conts)
       table.insert(conts, { p, tostring(ps), h, g })
       return
     end
-    local sc = redis.call('ZSCORE', K.node_children(tag, p), h)
+    local sc = radix_child_gen(tag, p, h)
     if not sc or tonumber(sc) ~= tonumber(g) then
       return
     end
-    redis.call('ZREM', K.node_children(tag, p), h)
+    radix_del_child(tag, p, h)
     h = p
   end
 end
 
 -- Removes one registered key from its node; cascades through empty shells.
 local function radix_remove_key(tag, shard, h, key, conts)
-  if redis.call('SREM', K.node_keys(tag, h), key) == 0 then
+  local nkey = K.node(tag, h)
+  if redis.call('HDEL', nkey, radix_key_field(h, key)) == 0 then
     return 0
+  end
+  if redis.call('HINCRBY', nkey, F.node.nkeys, -1) <= 0 then
+    redis.call('HDEL', nkey, F.node.nkeys)
   end
   redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, -1)
   radix_collapse(tag, shard, h, conts)
@@ -219,11 +323,11 @@ local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
     radix_mark(tag, parent, gen, now_ms())
     return 0
   end
-  local sc = redis.call('ZSCORE', K.node_children(tag, parent), child)
+  local sc = radix_child_gen(tag, parent, child)
   if not sc or tonumber(sc) ~= tonumber(gen) then
     return 0
   end
-  redis.call('ZREM', K.node_children(tag, parent), child)
+  radix_del_child(tag, parent, child)
   radix_collapse(tag, shard, parent, conts)
   return 1
 end

@@ -3,8 +3,15 @@
 --
 -- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
 -- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
--- rad '1' registered in the radix index, r replicas (cjson array of
--- {id (decimal string), st 'P'/'C', seg, off, len, base (u64 hex strings), ep, proto, name}).
+-- rad '1' registered in the radix index, r replicas.
+-- r, the replica record (records.py decodes the same format): replicas joined by ';', each
+-- "id,st,ref,off,len": id decimal, st 'P'/'C', ref the segment's number in the shard's segment
+-- table, off and len u64 hex without leading zeros. The segment table (HASH {<ns>:<i>}:segs)
+-- maps ref -> cjson [seg, base, ep, proto, name] and '=' .. that cjson -> ref ('#' counts);
+-- an entry never changes once written (a segment mounted again with other fields gets a new
+-- ref), so readers may cache it. This keeps r short (one replica about 20 bytes) and the object
+-- HASH listpack-encoded under Redis's defaults (values <= 64 bytes).
+-- Lua sees a replica as {id, st, seg, off, len (16 hex), base, ep, proto, name, ref}.
 -- sz (the object's size) is a decimal string; no 64-bit value is ever a Lua or cjson number.
 -- A buffer free is the string "segment id|offset|put id"; it goes to the shard outbox (applied
 -- by outbox drains, idempotently) or, for a discarded stale put, to the discarded ZSET with its
@@ -17,16 +24,86 @@ local function store_free_entry(rep, pid)
   return rep.seg .. '|' .. rep.off .. '|' .. pid
 end
 
-local function store_replicas(raw)
-  if not raw or raw == '' then
-    return {}
+local store_segcache = {}
+
+-- The segment-table entry ref of shard tag, as an array {seg, base, ep, proto, name} (cached).
+local function store_segment(tag, ref)
+  local ck = tag .. ref
+  local s = store_segcache[ck]
+  if not s then
+    local raw = redis.call('HGET', K.segs(tag), ref)
+    if not raw then
+      error('store: shard ' .. tag .. ' has no segment ' .. ref)
+    end
+    s = cjson.decode(raw)
+    store_segcache[ck] = s
   end
-  return cjson.decode(raw)
+  return s
 end
 
--- Encodes a non-empty replica list (cjson encodes {} as an object on real Redis).
-local function store_encode(reps)
-  return cjson.encode(reps)
+-- The ref of a replica's segment in shard tag, adding an entry when its fields are new.
+local function store_segment_ref(tag, rep)
+  local ep, proto, name = rep.ep or '', rep.proto or '', rep.name or ''
+  -- Length-prefixed, so that no two field tuples share a cache key.
+  local ck = tag .. '=' .. #rep.seg .. ':' .. rep.seg .. #rep.base .. ':' .. rep.base .. #ep .. ':'
+    .. ep .. #proto .. ':' .. proto .. #name .. ':' .. name
+  local ref = store_segcache[ck]
+  if ref then
+    return ref
+  end
+  local desc = cjson.encode({ rep.seg, rep.base, ep, proto, name })
+  ref = redis.call('HGET', K.segs(tag), '=' .. desc)
+  if not ref then
+    ref = tostring(redis.call('HINCRBY', K.segs(tag), '#', 1))
+    redis.call('HSET', K.segs(tag), ref, desc, '=' .. desc, ref)
+  end
+  store_segcache[ck] = ref
+  return ref
+end
+
+local function store_unhex(x)
+  return string.rep('0', 16 - #x) .. x
+end
+
+local function store_hex(x)
+  local t = string.gsub(x, '^0+', '')
+  return t == '' and '0' or t
+end
+
+-- The replicas of record raw (field r) of shard tag (default: the group being run).
+local function store_replicas(raw, tag)
+  local out = {}
+  if not raw or raw == '' then
+    return out
+  end
+  tag = tag or group.tag
+  for id, st, ref, off, len in string.gmatch(raw, '([^,;]+),([^,;]+),([^,;]+),([^,;]+),([^,;]+)') do
+    local s = store_segment(tag, ref)
+    table.insert(out, { id = id, st = st, ref = ref, off = store_unhex(off), len = store_unhex(len),
+      seg = s[1], base = s[2], ep = s[3], proto = s[4], name = s[5] })
+  end
+  return out
+end
+
+-- Encodes a non-empty replica list as record r of shard tag (default: the group being run);
+-- a replica without a ref (a new one) gets its segment's.
+local function store_encode(reps, tag)
+  local parts = {}
+  for i, rep in ipairs(reps) do
+    local ref = rep.ref or store_segment_ref(tag or group.tag, rep)
+    parts[i] = rep.id .. ',' .. rep.st .. ',' .. ref .. ',' .. store_hex(rep.off) .. ',' .. store_hex(rep.len)
+  end
+  return table.concat(parts, ';')
+end
+
+-- The replicas as the cjson array Python reads ({id, st, seg, off, len, base, ep, proto, name}).
+local function store_json(reps)
+  local out = {}
+  for i, rep in ipairs(reps) do
+    out[i] = { id = rep.id, st = rep.st, seg = rep.seg, off = rep.off, len = rep.len,
+      base = rep.base, ep = rep.ep, proto = rep.proto, name = rep.name }
+  end
+  return #out > 0 and cjson.encode(out) or '[]'
 end
 
 local function store_all_complete(reps)
@@ -58,7 +135,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   if not f[3] then
     return false
   end
-  local reps = store_replicas(f[1])
+  local reps = store_replicas(f[1], tag)
   local pid = f[3]
   for _, rep in ipairs(reps) do
     local e = store_free_entry(rep, pid)
@@ -70,7 +147,6 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
     end
   end
   redis.call('DEL', okey)
-  redis.call('SREM', K.objects(tag), key)
   redis.call('ZREM', K.lru(tag), key)
   redis.call('ZREM', K.processing(tag), key)
   redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)
@@ -83,7 +159,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
 end
 
 -- A lease grant (exist hit, get replica list): l = max(l, now + ttl), soft pin refresh, the lru
--- index and the radix leaf score follow. f = HMGET of l, sp, hp, rad, pfx. Returns the lease.
+-- index (objects of no tree) and the radix leaf score follow. f = HMGET of l, sp, hp, rad, pfx. Returns the lease.
 local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
   local okey = K.obj(tag, key)
   local lease = math.max(tonumber(f[1]) or 0, now + ttl)
@@ -91,7 +167,7 @@ local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
   if f[2] then
     redis.call('HSET', okey, F.obj.soft_pin_ms, math.max(tonumber(f[2]) or 0, now + soft_ttl))
   end
-  if f[3] ~= '1' then
+  if f[3] ~= '1' and f[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
     redis.call('ZADD', K.lru(tag), lease, key)
   end
   if f[4] == '1' then

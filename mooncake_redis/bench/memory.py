@@ -34,6 +34,9 @@ async def bench_memory(url: str, objects: int = 100_000, tp: int = 4) -> dict[st
             await populate(svc, blocks, key_format=key_format, tp=tp, salt=f"m{key_format}")
             after = await used_memory(svc)
             stored = blocks * per_block
+            counted = (await svc.shard_totals("objects"))["objects"]
+            if counted != stored:  # measure only a store that holds what was put
+                raise RuntimeError(f"memory bench: {counted} objects stored, {stored} put")
             out[key_format] = {
                 "objects": stored,
                 "blocks": blocks,

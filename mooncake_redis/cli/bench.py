@@ -64,7 +64,8 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
     if name == "memory":
         from ..bench.memory import bench_memory
 
-        return lambda: bench_memory(url, objects=20_000 if args.quick else 100_000)
+        objects = args.memory_objects or (20_000 if args.quick else 100_000)
+        return lambda: bench_memory(url, objects=objects)
     if name == "codec":
         from ..bench.wire import bench_codec
 
@@ -168,6 +169,12 @@ def register(subparsers: Any) -> None:
         help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
     )
     p.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    p.add_argument(
+        "--memory-objects",
+        type=int,
+        metavar="N",
+        help="objects the memory section stores per key format (default 100,000; --quick 20,000)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON, no tables")
     p.add_argument("--out", metavar="FILE", help="also write the figures as JSON to FILE")
     p.set_defaults(func=main)

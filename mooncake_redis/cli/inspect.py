@@ -18,7 +18,8 @@ from typing import Any
 
 from ..backend import redact
 from ..errors import ErrorCode, MooncakeError
-from ..records import decode_replicas
+from ..keys import node_key_field
+from ..records import decode_replicas, segment_table
 from ..service import MasterService
 from .common import describe_store, env_redis_url, non_negative_int, warn
 from .options import add_config_args, config_from_args
@@ -161,11 +162,7 @@ async def gather_node(service: MasterService, h: str) -> dict[str, Any]:
     keys = service.keys
     shard = keys.shard_of(h)
     [node] = await service.get_nodes([h])
-    redis_keys = {
-        "node": keys.node(shard, h),
-        "keys": keys.node_keys(shard, h),
-        "children": keys.node_children(shard, h),
-    }
+    redis_keys = {"node": keys.node(shard, h)}
     doc: dict[str, Any] = {
         "prefix_hash": h,
         "shard": shard,
@@ -173,8 +170,6 @@ async def gather_node(service: MasterService, h: str) -> dict[str, Any]:
         "redis_keys": redis_keys,
         "redis_cli": [
             f"HGETALL '{redis_keys['node']}'",
-            f"SMEMBERS '{redis_keys['keys']}'",
-            f"ZRANGE '{redis_keys['children']}' 0 -1 WITHSCORES",
         ],
         "exists": node is not None,
     }
@@ -208,10 +203,12 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     replicas: Any = None
     if "r" in meta:
         try:
-            replicas = decode_replicas(meta["r"])
+            segs = await service.backend.client.hgetall(keys.shard_key(shard, "segs"))
+            replicas = decode_replicas(meta["r"], segment_table(segs))
         except ValueError:
             replicas = meta["r"]
-    registered = bool(await service.backend.client.sismember(keys.node_keys(shard, prefix), key))
+    node = keys.node(shard, prefix)
+    registered = bool(await service.backend.client.hexists(node, node_key_field(prefix, key)))
     return {
         "key": key,
         "prefix_hash": prefix,
@@ -223,7 +220,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
         "metadata": meta,
         "replicas": replicas,
         "registered_in_node": registered,
-        "node_redis_key": keys.node(shard, prefix),
+        "node_redis_key": node,
     }
 
 

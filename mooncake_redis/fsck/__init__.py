@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .orphans import check_orphans
-from .radix import check_radix, load_leaves, load_nodes, repair_radix, scan_set
+from .radix import check_radix, load_leaves, load_nodes, repair_radix
 from .report import ALLOWED_KINDS, FsckReport, Problem
 from .store import check_store
 
@@ -30,7 +30,6 @@ __all__ = [
     "fsck",
     "load_leaves",
     "load_nodes",
-    "scan_set",
 ]
 
 # In this order: the orphan check reads what the other two cached.

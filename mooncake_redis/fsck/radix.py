@@ -9,9 +9,10 @@ the grace period, never fresh ones (a link may be half done right now).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ..keys import HASH_FIELDS
+from ..scan import shard_ids
 from ..types import RadixNode
 from .report import ALLOWED_KINDS, FsckReport
 
@@ -19,23 +20,11 @@ if TYPE_CHECKING:
     from ..service import MasterService
 
 
-async def scan_set(service: MasterService, key: str, count: int = 500) -> AsyncIterator[str]:
-    client = service.backend.client
-    cursor: Any = 0
-    while True:
-        cursor, members = await client.sscan(key, cursor, count=count)
-        for m in members:
-            yield m.decode() if isinstance(m, bytes) else str(m)
-        if int(cursor) == 0:
-            return
-
-
 async def load_nodes(service: MasterService) -> dict[str, RadixNode]:
     nodes: dict[str, RadixNode] = {}
+    found = await shard_ids(service.backend, service.keys, "node")
     for shard in range(service.keys.num_shards):
-        batch: list[str] = []
-        async for h in scan_set(service, service.keys.shard_key(shard, "nodes")):
-            batch.append(h)
+        batch = found.get(shard, [])
         for start in range(0, len(batch), 512):
             part = batch[start : start + 512]
             for h, node in zip(part, await service.get_nodes(part)):
@@ -67,11 +56,11 @@ async def _confirm_leaf_index(service: MasterService, report: FsckReport) -> Non
         shard = keys.shard_of(p.node)
         pipe = service.backend.client.pipeline(transaction=True)
         pipe.exists(keys.node(shard, p.node))
-        pipe.scard(keys.node_keys(shard, p.node))
-        pipe.zcard(keys.node_children(shard, p.node))
+        pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nkeys"])
+        pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nchildren"])
         pipe.zscore(keys.shard_key(shard, "leaves"), p.node)
         exists, nkeys, nchildren, score = await pipe.execute()
-        expected = bool(exists) and nkeys > 0 and nchildren == 0
+        expected = bool(exists) and int(nkeys or 0) > 0 and int(nchildren or 0) == 0
         if expected == (score is not None):
             gone.add(i)
     if gone:

@@ -6,10 +6,18 @@ It caches the stored object keys in the report for the orphan check.
 from __future__ import annotations
 
 import itertools
-import json
 from typing import TYPE_CHECKING, Any
 
-from ..records import _s, from_u64hex, parse_alloc_record, parse_entry
+from ..keys import node_key_field
+from ..records import (
+    _s,
+    from_u64hex,
+    parse_alloc_record,
+    parse_entry,
+    replica_records,
+    segment_table,
+)
+from ..scan import shard_ids
 from .report import FsckReport
 
 if TYPE_CHECKING:
@@ -90,23 +98,26 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
     objects = 0
     stored: set[str] = set()
     report.cache["objects"] = stored
+    found = await shard_ids(service.backend, keys, "obj")
     for shard in range(keys.num_shards):
         for e in await client.lrange(keys.shard_key(shard, "outbox"), 0, -1):
             referenced.add(parse_entry(_s(e)))
         for e in await client.zrange(keys.shard_key(shard, "discarded"), 0, -1):
             referenced.add(parse_entry(_s(e)))
-        members = await client.smembers(keys.shard_key(shard, "objects"))
-        for m in members:
-            key = _s(m)
-            objects += 1
+        table = segment_table(await client.hgetall(keys.shard_key(shard, "segs")))
+        for key in found.get(shard, []):
             obj = {_s(k): _s(v) for k, v in (await client.hgetall(keys.obj(shard, key))).items()}
             if not obj:
-                report.add("object_index", key, "objects set lists a key without metadata")
-                continue
+                continue  # erased since the SCAN walk saw it
+            objects += 1
             stored.add(key)
             if service.shard_of_key(key) != shard:
                 report.add("object_shard", key, f"object in shard {shard}, expected another")
-            reps = json.loads(obj["r"]) if obj.get("r") else []
+            try:
+                reps = replica_records(obj.get("r", ""), table)
+            except ValueError as e:
+                report.add("replica_record", key, str(e))
+                continue
             if not reps:
                 report.add("object_without_replica", key, "object has no replica")
             for r in reps:
@@ -124,8 +135,8 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )
             if obj.get("rad") == "1":
-                nk = keys.node_keys(shard, obj.get("pfx", ""))
-                if not await client.sismember(nk, key):
+                pfx = obj.get("pfx", "")
+                if not await client.hexists(keys.node(shard, pfx), node_key_field(pfx, key)):
                     report.add("object_not_registered", key, "rad=1 but the key is not in its node")
             elif service.config.enable_radix_tree is False and obj.get("rad"):
                 report.add("object_not_registered", key, "radix state with the flag off")

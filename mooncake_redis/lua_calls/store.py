@@ -81,10 +81,12 @@ async def exist(ctx: Context, keys: Sequence[str]) -> list[bool]:
 
 
 async def objects_complete(ctx: Context) -> dict[str, str]:
-    """``objects_complete``: key -> put id of every COMPLETE object, one call per node."""
+    """``objects_complete``: key -> put id of every COMPLETE object, one call (one SCAN walk)
+    per node."""
     items: list[ShardItem] = [(sh, []) for sh in range(ctx.keys.num_shards)]
     out: dict[str, str] = {}
-    for _, reply in await ctx.run_sharded("objects_complete", items):
+    head = [ctx.keys.scan_pattern("obj")]
+    for _, reply in await ctx.run_sharded("objects_complete", items, head):
         for flat in reply:
             out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
     return out
