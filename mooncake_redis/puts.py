@@ -85,9 +85,7 @@ class Puts:
         return erased.results
 
     # ------------------------------------------------------------------ put
-    def _check_put(
-        self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig, pid: str
-    ) -> PutItem:
+    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig, pid: str) -> PutItem:
         k = check_key(key, self.ctx.config.max_key_length)
         if isinstance(lengths, int) and not isinstance(lengths, bool):
             lengths = [lengths]
