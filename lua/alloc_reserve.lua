@@ -9,8 +9,9 @@
 -- ARGV: segment count m, m anchors (the candidates), item count, then per item: key, put id,
 --       size (bytes, u64 hex), replicas wanted, start index (0-based into the anchors),
 --       preferred count np, then np 1-based anchor indices.
--- Returns: {now ms, {per item: {{anchor index, offset (u64 hex), base (u64 hex), te_endpoint,
---          protocol, name}...}}, largest size of a mounted candidate segment (u64 hex)}.
+-- Returns: {now ms, {per item: {anchor index, offset (u64 hex), anchor index, offset...}},
+--          largest size of a mounted candidate segment (u64 hex), {per anchor: {base (u64
+--          hex), te_endpoint, protocol, name} ({} when not mounted)}}.
 -- Cost: no Redis call per allocation in the common case (alloc.lua, alloc_take); per segment
 --   one read of its info and a constant number of writes.
 -- Errors: none (an item that gets nothing has an empty list).
@@ -67,7 +68,8 @@ for _ = 1, n do
       states[i] = states[i] or alloc_begin(K.tag(S[i]))
       local off = alloc_take(states[i], size, key, pid, now)
       if off then
-        table.insert(got, { i, off, s.base, s.ep, s.proto, s.name })
+        table.insert(got, i)
+        table.insert(got, off)
       end
     end
   end
@@ -78,4 +80,10 @@ for i = 1, #S do
     alloc_end(states[i])
   end
 end
-return { now, out, maxsize }
+-- Each candidate's details once ({} for one not mounted), not once per grant.
+local segs = {}
+for i = 1, #S do
+  local x = info[i]
+  segs[i] = x and { x.base, x.ep, x.proto, x.name } or {}
+end
+return { now, out, maxsize, segs }

@@ -13,8 +13,9 @@
 --          orphan, nor grow an orphaned subtree from its root), else 0; rooted 1 when the
 --          parent has no parent of its own (new, a root, a shell): a put of it with a parent
 --          must pass the cycle check (the caller does it before that commit).
--- Cost: per pair one ZSCORE and one ZADD of the edge; per distinct parent its reads (node,
---   block stored); per shard one ZREM of the leaf index and one HINCRBY of the node count.
+-- Cost: per pair one ZADD of the edge (and one ZSCORE the first time the call sees it); per
+--   distinct parent its reads (node, block stored); per shard one ZREM of the leaf index and
+--   one HINCRBY of the node count.
 -- Errors: none (inputs are validated by the caller).
 -- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
 --!include radix.lua
@@ -37,23 +38,23 @@ each_group(function(tag, shard, n)
       if not pp then
         radix_create(tag, parent, now, acc)
       end
-      -- A parent created here has no edges yet but those this call adds (kids).
-      p = { stored, (not pp or pp == '') and 1 or 0, kids = (not pp) and {} or nil }
+      -- kids: the generations this call gave the parent's edges; a parent created here has no
+      -- other edge, so its edges' last generations need no read.
+      p = { stored, (not pp or pp == '') and 1 or 0, kids = {}, fresh = not pp }
       seen[parent] = p
       table.insert(acc.unleaf, parent)
     end
     -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
     local ckey = K.node_children(tag, parent)
     local gen = now
-    local old = nil
-    if not p.kids or p.kids[child] then
-      old = redis.call('ZSCORE', ckey, child)
-    else
-      p.kids[child] = true
+    local old = p.kids[child]
+    if not old and not p.fresh then
+      old = tonumber(redis.call('ZSCORE', ckey, child))
     end
-    if old and tonumber(old) >= gen then
-      gen = tonumber(old) + 1
+    if old and old >= gen then
+      gen = old + 1
     end
+    p.kids[child] = gen
     redis.call('ZADD', ckey, gen, child)
     table.insert(out, { gen, p[1], p[2] })
   end

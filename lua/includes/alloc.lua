@@ -5,7 +5,9 @@
 -- score (a double) ever holds one. Best fit over free extents kept in two lexicographically
 -- ordered ZSETs (every score 0, ZRANGEBYLEX): free_off members are offset .. length (neighbours
 -- by offset), free_len members are length .. offset (best fit: the smallest length >= size,
--- lowest offset among equals). O(log n) per call. alloc HASH: offset -> "len|put id|ms|owner
+-- lowest offset among equals). O(log n) per call; a reserve script's allocations carve one
+-- held extent in Lua and write once per segment (alloc_begin / alloc_take / alloc_end), so a
+-- batch in one large free extent costs no Redis call per allocation. alloc HASH: offset -> "len|put id|ms|owner
 -- key" (the owner key last: it may contain '|'). pending ZSET: offset -> alloc ms, allocations
 -- not yet confirmed by the janitor. info.allocated = sum of the lengths in alloc (a u64).
 --!include common.lua
