@@ -59,7 +59,7 @@ for _ = 1, n do
   end
   local used, got = {}, {}
   for _, i in ipairs(order) do
-    if #got >= want then
+    if #got >= 2 * want then -- two entries a grant
       break
     end
     local s = seg(i)
