@@ -13,7 +13,7 @@
 --          orphan, nor grow an orphaned subtree from its root), else 0; rooted 1 when the
 --          parent has no parent of its own (new, a root, a shell): a put of it with a parent
 --          must pass the cycle check (the caller does it before that commit).
--- Cost: per pair one ZADD of the edge (and one ZSCORE the first time the call sees it); per
+-- Cost: per pair one write of the edge (and one read the first time the call sees it); per
 --   distinct parent its reads (node, block stored); per shard one ZREM of the leaf index and
 --   one HINCRBY of the node count.
 -- Errors: none (inputs are validated by the caller).
@@ -45,17 +45,16 @@ each_group(function(tag, shard, n)
       table.insert(acc.unleaf, parent)
     end
     -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
-    local ckey = K.node_children(tag, parent)
     local gen = now
     local old = p.kids[child]
     if not old and not p.fresh then
-      old = tonumber(redis.call('ZSCORE', ckey, child))
+      old = tonumber(radix_child_gen(tag, parent, child))
     end
     if old and old >= gen then
       gen = old + 1
     end
     p.kids[child] = gen
-    redis.call('ZADD', ckey, gen, child)
+    radix_set_child(tag, parent, child, gen)
     table.insert(out, { gen, p[1], p[2] })
   end
   radix_flush(tag, acc)

@@ -16,6 +16,30 @@
 -- subtrees first; the put guard refuses a child of a marked node.
 --!include common.lua
 
+-- How many children node h has.
+local function radix_nchildren(tag, h)
+  return redis.call('ZCARD', K.node_children(tag, h))
+end
+
+-- The generation of the edge h -> c (a string), or false.
+local function radix_child_gen(tag, h, c)
+  return redis.call('ZSCORE', K.node_children(tag, h), c)
+end
+
+-- Sets the edge h -> c to generation gen.
+local function radix_set_child(tag, h, c, gen)
+  redis.call('ZADD', K.node_children(tag, h), gen, c)
+end
+
+-- Registers keys under node h; returns how many were not registered yet.
+local function radix_add_keys(tag, h, keys)
+  local added = 0
+  for i = 1, #keys, 4000 do
+    added = added + redis.call('SADD', K.node_keys(tag, h), unpack(keys, i, math.min(i + 3999, #keys)))
+  end
+  return added
+end
+
 local function radix_refresh_leaf(tag, h)
   local nk = redis.call('SCARD', K.node_keys(tag, h))
   local nc = redis.call('ZCARD', K.node_children(tag, h))
@@ -117,7 +141,7 @@ end
 -- once and passes it to radix_attach.
 local function radix_pre(tag, h)
   local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om')
-  f[5] = f[1] and redis.call('ZCARD', K.node_children(tag, h)) or 0
+  f[5] = f[1] and radix_nchildren(tag, h) or 0
   return f
 end
 
@@ -146,11 +170,7 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
     redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
   end
-  local added = 0
-  for i = 1, #keys, 4000 do
-    added = added + redis.call('SADD', K.node_keys(tag, h), unpack(keys, i, math.min(i + 3999, #keys)))
-  end
-  own.rkeys = own.rkeys + added
+  own.rkeys = own.rkeys + radix_add_keys(tag, h, keys)
   -- The leaf index: the node has keys and no children (attach changes neither children nor,
   -- with keys to add, the emptiness of the key set).
   if #keys == 0 then
