@@ -9,8 +9,11 @@
 -- ARGV: segment count m, m anchors (the candidates), item count, then per item: key, put id,
 --       size (bytes, u64 hex), replicas wanted, start index (0-based into the anchors),
 --       preferred count np, then np 1-based anchor indices.
--- Returns: {now ms, {per item: {{anchor index, offset (u64 hex), base (u64 hex), te_endpoint,
---          protocol, name}...}}, largest size of a mounted candidate segment (u64 hex)}.
+-- Returns: {now ms, {per item: {anchor index, offset (u64 hex), anchor index, offset...}},
+--          largest size of a mounted candidate segment (u64 hex), {per anchor: {base (u64
+--          hex), te_endpoint, protocol, name} ({} when not mounted)}}.
+-- Cost: no Redis call per allocation in the common case (alloc.lua, alloc_take); per segment
+--   one read of its info and a constant number of writes.
 -- Errors: none (an item that gets nothing has an empty list).
 -- Idempotent: yes in effect: a reservation whose reply was lost is never committed, so the
 --   janitor frees it after alloc_reclaim_grace_ms.
@@ -43,7 +46,7 @@ for i = 1, #S do
   seg(i)
 end
 
-local out = {}
+local out, states = {}, {}
 local n = argn()
 for _ = 1, n do
   local key, pid, size, want, start, np = arg(), arg(), arg(), argn(), argn(), argn()
@@ -56,18 +59,31 @@ for _ = 1, n do
   end
   local used, got = {}, {}
   for _, i in ipairs(order) do
-    if #got >= want then
+    if #got >= 2 * want then -- two entries a grant
       break
     end
     local s = seg(i)
     if s and not used[i] and s.size >= size then
       used[i] = true
-      local off = alloc_take(K.tag(S[i]), size, key, pid, now)
+      states[i] = states[i] or alloc_begin(K.tag(S[i]))
+      local off = alloc_take(states[i], size, key, pid, now)
       if off then
-        table.insert(got, { i, off, s.base, s.ep, s.proto, s.name })
+        table.insert(got, i)
+        table.insert(got, off)
       end
     end
   end
   table.insert(out, got)
 end
-return { now, out, maxsize }
+for i = 1, #S do
+  if states[i] then
+    alloc_end(states[i])
+  end
+end
+-- Each candidate's details once ({} for one not mounted), not once per grant.
+local segs = {}
+for i = 1, #S do
+  local x = info[i]
+  segs[i] = x and { x.base, x.ep, x.proto, x.name } or {}
+end
+return { now, out, maxsize, segs }

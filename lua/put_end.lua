@@ -3,7 +3,8 @@
 -- hard pinned) enters the lru index with a lease of 0 ms (lease timeout = max(lease timeout,
 -- now)); a registered one is ordered by its leaf. allow-oom: a put that got its
 -- buffers completes even when Redis filled up meanwhile (it rewrites fields of an existing key
--- and adds one index entry).
+-- and adds one index entry). Per item one HMGET and one HSET; per shard one ZREM processing and
+-- one ZADD lru.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (key, client id).
 -- Returns: per item {code, message}.
@@ -14,6 +15,7 @@
 local now = now_ms()
 local out = {}
 each_group(function(tag, shard, n)
+  local done, lru = {}, {}
   for _ = 1, n do
     local key, client = arg(), arg()
     local okey = K.obj(tag, key)
@@ -29,12 +31,15 @@ each_group(function(tag, shard, n)
       end
       local lease = math.max(tonumber(f[4]) or 0, now)
       redis.call('HSET', okey, F.obj.status, 'C', F.obj.lease_ms, lease, F.obj.replicas, store_encode(reps))
-      redis.call('ZREM', K.processing(tag), key)
+      table.insert(done, key)
       if f[3] ~= '1' and f[5] ~= '1' then -- a radix-registered object is evicted by its leaf
-        redis.call('ZADD', K.lru(tag), lease, key)
+        table.insert(lru, lease)
+        table.insert(lru, key)
       end
       table.insert(out, { E.OK, '' })
     end
   end
+  variadic('ZREM', K.processing(tag), done)
+  variadic('ZADD', K.lru(tag), lru)
 end)
 return out

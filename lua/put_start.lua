@@ -5,10 +5,14 @@
 -- the discarded set, released at its put start + release timeout. Refuses allocations older
 -- than the commit deadline (the janitor may reclaim them after its grace) and allocations vetoed
 -- by an unmount. With the radix flag, registers the key under its prefix node (RFC Path A).
+-- Cost: per item one HMGET of the object, one HSET of all its fields, and (radix) one read and
+-- at most three writes of its node; per shard one ZADD processing, one INCRBY of the replica id
+-- counter and one HINCRBY per stats counter (deferred writes, flushed before any takeover).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
---       ttl ms, radix flag (0/1); then group count, then per group: anchor, shard index, n, then n items of
---       key, put id, client id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1),
+--       ttl ms, radix flag (0/1), client id; then group count, then per group: anchor, shard
+--       index, n, then n items of
+--       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1),
 --       replicas (cjson array of {seg, off, len, base (u64 hex strings), ep, proto, name, ms}),
 --       prefix hash, parent hash ('' none), parent shard (-1 none), link generation (0 none),
 --       cycle checked (0/1).
@@ -25,20 +29,69 @@
 
 local num_shards, deadline, discard, release, soft_ttl, radix_on =
   argn(), argn(), argn(), argn(), argn(), argn()
+local client = arg()
 local now = now_ms()
 local out, conts, frees = {}, {}, {}
+local ONE = string.format('%016x', 1)
+
+-- m replica ids of shard tag/shard: id = seq * num_shards + shard, from one INCRBY; exact past
+-- 2^53 (the counter is then read back as a string). Returns a function giving the next id.
+local function new_ids(tag, shard, m)
+  local last = redis.call('INCRBY', K.seq(tag), m)
+  if last < 2 ^ 53 / 32768 then
+    local seq = last - m
+    return function()
+      seq = seq + 1
+      return string.format('%d', seq * num_shards + shard)
+    end
+  end
+  local x = u64_sub(u64_from_dec(redis.call('GET', K.seq(tag))), string.format('%016x', m))
+  return function()
+    x = u64_add(x, ONE)
+    return u64_to_dec(u64_muladd(x, num_shards, shard))
+  end
+end
+
 each_group(function(tag, shard, n)
-  redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
-  for _ = 1, n do
-    local key, pid, client, size, soft, hard = arg(), arg(), arg(), arg(), argn(), argn()
-    local reps = cjson.decode(arg())
-    local prefix, parent, pshard, gen, checked = arg(), arg(), arg(), arg(), argn()
+  local stats = K.stats(tag)
+  local vetoes = redis.call('EXISTS', K.veto(tag)) == 1
+  if vetoes then
+    redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
+    vetoes = redis.call('EXISTS', K.veto(tag)) == 1
+  end
+  local items, left = {}, 0
+  for j = 1, n do
+    local it = {}
+    it.key, it.pid, it.size, it.soft, it.hard = arg(), arg(), arg(), argn(), argn()
+    it.reps = cjson.decode(arg())
+    it.prefix, it.parent, it.pshard, it.gen, it.checked = arg(), arg(), arg(), arg(), argn()
+    items[j] = it
+    left = left + #it.reps
+  end
+  -- Deferred writes: objects count, bytes (a number while exact, else a decimal string),
+  -- processing entries, the radix counters and leaf entries.
+  local acc = radix_acc()
+  local objs, bytes, big, proc = 0, 0, '0', {}
+  local function flush()
+    if objs ~= 0 then
+      redis.call('HINCRBY', stats, F.stats.objects, objs)
+    end
+    dec_hincr(stats, 'bytes', string.format('%d', bytes), false)
+    dec_hincr(stats, 'bytes', big, false)
+    variadic('ZADD', K.processing(tag), proc)
+    radix_flush(tag, acc)
+    objs, bytes, big, proc = 0, 0, '0', {}
+  end
+  local next_id, pool = nil, 0
+  for _, it in ipairs(items) do
+    local key, pid, reps, prefix, parent = it.key, it.pid, it.reps, it.prefix, it.parent
+    left = left - #reps
     local code, msg = E.OK, ''
     for _, rep in ipairs(reps) do
       if code == E.OK and tonumber(rep.ms) < now - deadline then
         code, msg = E.INTERNAL_ERROR, 'key ' .. key .. ': allocation older than the commit deadline'
       end
-      if code == E.OK and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
+      if code == E.OK and vetoes and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
         code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. rep.seg .. ' was unmounted'
       end
     end
@@ -58,49 +111,70 @@ each_group(function(tag, shard, n)
         end
       end
     end
-    if code == E.OK and radix_on == 1 and parent ~= '' then
-      local cur = redis.call('HGET', K.node(tag, prefix), F.node.parent)
-      if cur and cur ~= '' and cur ~= parent then
+    local pre = nil
+    if code == E.OK and radix_on == 1 then
+      pre = radix_pre(tag, prefix)
+      local cur = pre[1]
+      if parent ~= '' and cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
           'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
-      elseif checked ~= 1 and radix_needs_cycle_check(tag, prefix, parent) then
+      elseif parent ~= '' and it.checked ~= 1 and cur == '' and pre[5] > 0 then
         code, msg = RADIX_CHECK_CYCLE, 'parent cycle check needed'
       end
     end
     local ids = {}
     if code == E.OK then
       if takeover then
+        -- The erase reads and writes what the deferred writes touch: write them first.
+        flush()
         store_erase(tag, shard, key, conts, frees, takeover + release)
-        redis.call('HINCRBY', K.stats(tag), 'put_start_discard_cnt', 1)
-      end
-      for j, rep in ipairs(reps) do
-        -- id = seq * num_shards + shard, exact: past 2^53 the counter is read back as a string.
-        local seq = redis.call('INCR', K.seq(tag))
-        local id
-        if seq < 2 ^ 53 / 32768 then
-          id = string.format('%d', seq * num_shards + shard)
-        else
-          id = u64_to_dec(u64_muladd(u64_from_dec(redis.call('GET', K.seq(tag))), num_shards, shard))
+        redis.call('HINCRBY', stats, 'put_start_discard_cnt', 1)
+        if radix_on == 1 then
+          pre = radix_pre(tag, prefix)
         end
+      end
+      -- One INCRBY for this item and every later one of the shard (a failed one leaves a gap).
+      if #reps > pool then
+        next_id, pool = new_ids(tag, shard, #reps + left), #reps + left
+      end
+      pool = pool - #reps
+      for j, rep in ipairs(reps) do
+        local id = next_id()
         rep.id, rep.st, rep.ms = id, 'P', nil
         ids[j] = id
       end
-      redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.size, size, F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid,
-        F.obj.prefix, prefix, F.obj.replicas, store_encode(reps))
-      if soft == 1 then
-        redis.call('HSET', okey, F.obj.soft_pin_ms, now + soft_ttl)
+      local fields = { F.obj.client, client, F.obj.created_ms, now, F.obj.size, it.size,
+        F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
+        F.obj.replicas, store_encode(reps) }
+      if it.soft == 1 then
+        table.insert(fields, F.obj.soft_pin_ms)
+        table.insert(fields, now + soft_ttl)
       end
-      if hard == 1 then
-        redis.call('HSET', okey, F.obj.hard_pin, '1')
+      if it.hard == 1 then
+        table.insert(fields, F.obj.hard_pin)
+        table.insert(fields, '1')
       end
-      redis.call('ZADD', K.processing(tag), now, key)
-      redis.call('HINCRBY', K.stats(tag), F.stats.objects, 1)
-      dec_hincr(K.stats(tag), 'bytes', size, false)
+      if radix_on == 1 then
+        table.insert(fields, F.obj.radix)
+        table.insert(fields, '1')
+      end
+      redis.call('HSET', okey, unpack(fields))
+      table.insert(proc, now)
+      table.insert(proc, key)
+      objs = objs + 1
+      if #it.size <= 15 then
+        bytes = bytes + tonumber(it.size)
+        if bytes >= 2 ^ 52 then
+          dec_hincr(stats, 'bytes', string.format('%d', bytes), false)
+          bytes = 0
+        end
+      else
+        big = dec_add(big, it.size)
+      end
       if radix_on == 1 then
         -- A block whose children were marked as orphans is stored again: they are adopted.
-        local adopt = radix_will_adopt(tag, prefix)
-        radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1)
-        redis.call('HSET', okey, F.obj.radix, '1')
+        local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix)
+        radix_attach(tag, prefix, parent, it.pshard, it.gen, { key }, now, 1, acc, pre)
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
         end
@@ -113,9 +187,10 @@ each_group(function(tag, shard, n)
         ids[j] = rep.id
       end
     elseif code ~= E.OK and radix_on == 1 then
-      adopted = store_adopt_edge(tag, prefix, parent, gen)
+      adopted = store_adopt_edge(tag, prefix, parent, it.gen)
     end
     table.insert(out, { code, msg, ids, adopted })
   end
+  flush()
 end)
 return { out, conts }

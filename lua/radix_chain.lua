@@ -10,7 +10,7 @@
 -- Errors: none.
 --!include radix.lua
 
-local out = {}
+local out, here = {}, {}
 each_group(function(tag, shard, n)
   for _ = 1, n do
     local h, max = arg(), argn()
@@ -25,7 +25,10 @@ each_group(function(tag, shard, n)
         break
       end
       local ptag = K.shard(ctag, f[2])
-      if not radix_local(ptag) then
+      if here[ptag] == nil then
+        here[ptag] = radix_local(ptag) -- once per shard and call
+      end
+      if not here[ptag] then
         break
       end
       h, ctag = p, ptag

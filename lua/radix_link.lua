@@ -13,6 +13,9 @@
 --          orphan, nor grow an orphaned subtree from its root), else 0; rooted 1 when the
 --          parent has no parent of its own (new, a root, a shell): a put of it with a parent
 --          must pass the cycle check (the caller does it before that commit).
+-- Cost: per pair one write of the edge (and one read the first time the call sees it); per
+--   distinct parent its reads (node, block stored); per shard one ZREM of the leaf index and
+--   one HINCRBY of the node count.
 -- Errors: none (inputs are validated by the caller).
 -- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
 --!include radix.lua
@@ -20,15 +23,40 @@
 local now = now_ms()
 local out = {}
 each_group(function(tag, shard, n)
+  -- Per parent, read once per call: whether its block is stored and not an orphan, whether
+  -- it is rooted (linking changes neither); its leaf entry goes once (one variadic ZREM).
+  local seen, acc = {}, radix_acc()
   for _ = 1, n do
     local parent, child = arg(), arg()
-    local stored = radix_block_stored(tag, parent)
-    if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
-      stored = 0
+    local p = seen[parent]
+    if not p then
+      local pp = redis.call('HGET', K.node(tag, parent), F.node.parent)
+      local stored = pp and radix_block_stored(tag, parent) or 0
+      if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
+        stored = 0
+      end
+      if not pp then
+        radix_create(tag, parent, now, acc)
+      end
+      -- kids: the generations this call gave the parent's edges; a parent created here has no
+      -- other edge, so its edges' last generations need no read.
+      p = { stored, (not pp or pp == '') and 1 or 0, kids = {}, fresh = not pp }
+      seen[parent] = p
+      table.insert(acc.unleaf, parent)
     end
-    local pp = redis.call('HGET', K.node(tag, parent), F.node.parent)
-    local rooted = (not pp or pp == '') and 1 or 0
-    table.insert(out, { radix_link_edge(tag, parent, child, now), stored, rooted })
+    -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
+    local gen = now
+    local old = p.kids[child]
+    if not old and not p.fresh then
+      old = tonumber(radix_child_gen(tag, parent, child))
+    end
+    if old and old >= gen then
+      gen = old + 1
+    end
+    p.kids[child] = gen
+    radix_set_child(tag, parent, child, gen)
+    table.insert(out, { gen, p[1], p[2] })
   end
+  radix_flush(tag, acc)
 end)
 return out

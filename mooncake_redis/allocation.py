@@ -34,6 +34,7 @@ class PutItem:
     shard: int
     pid: str
     cfg: ReplicateConfig
+    pshard: int = -1  # the parent block's shard (-1: no parent)
     reps: list[dict[str, Any]] = field(default_factory=list)
     gen: int = 0
     maxsize: int = 0  # largest mounted segment seen while reserving
@@ -72,20 +73,24 @@ class Allocator:
             for gi, (_, idx) in enumerate(groups):
                 for j in idx:
                     node_of_seg[seg_ids[j]] = gi
-            # Per put: its node order (preferred segments' nodes first, then a random rotation).
+            # Per put: its node order (preferred segments' nodes first, then a rotation from a
+            # random start: one random number per batch, the put's index added).
             plans: list[list[int]] = []
-            for p in puts:
+            ng = len(groups)
+            rotations = [[(r + k) % ng for k in range(ng)] for r in range(ng)]
+            r0 = random.randrange(ng)
+            for n, p in enumerate(puts):
+                rotation = rotations[(r0 + n) % ng]
+                preferred = p.cfg.preferred()
+                if not preferred:
+                    plans.append(rotation)
+                    continue
                 order: list[int] = []
-                for s in p.cfg.preferred():
+                for s in preferred:
                     gi = node_of_seg.get(s, -1)
                     if gi >= 0 and gi not in order:
                         order.append(gi)
-                start = random.randrange(len(groups))
-                for k in range(len(groups)):
-                    gi = (start + k) % len(groups)
-                    if gi not in order:
-                        order.append(gi)
-                plans.append(order)
+                plans.append(order + [gi for gi in rotation if gi not in order])
             step = 0
             while True:
                 calls: dict[int, list[int]] = {}
@@ -118,6 +123,7 @@ class Allocator:
 
     async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[PutItem]) -> None:
         pos = {s: i + 1 for i, s in enumerate(seg_ids)}
+        r0, m = random.randrange(len(seg_ids)), len(seg_ids)
         for start in range(0, len(puts), self.ctx.config.script_batch_size):
             part = puts[start : start + self.ctx.config.script_batch_size]
             asks = [
@@ -126,10 +132,10 @@ class Allocator:
                     put_id=p.pid,
                     size=p.size,
                     replicas=p.cfg.replica_num - len(p.reps),
-                    start=random.randrange(len(seg_ids)),
+                    start=(r0 + start + n) % m,  # spread over the segments, one random draw
                     preferred=[pos[s] for s in p.cfg.preferred() if s in pos],
                 )
-                for p in part
+                for n, p in enumerate(part)
             ]
             got = await lua.alloc_reserve(self.ctx, node, seg_ids, asks)
             for p, grants in zip(part, got.grants):

@@ -137,10 +137,18 @@ class KeySchema:
         self.ns = namespace
         self.num_shards = num_shards
         self.global_tag = "{" + namespace + ":g}"
+        self._shards: dict[str, int] = {}
 
     # -- shards ---------------------------------------------------------------------------
     def shard_of(self, prefix_hash: str) -> int:
-        return shard_hash(prefix_hash) % self.num_shards
+        # Memoised: a batch asks for the same prefixes several times (key, parent, link, undo);
+        # bounded (cleared when full), as prefixes are unbounded.
+        shard = self._shards.get(prefix_hash)
+        if shard is None:
+            if len(self._shards) >= 1 << 16:
+                self._shards.clear()
+            shard = self._shards[prefix_hash] = shard_hash(prefix_hash) % self.num_shards
+        return shard
 
     def shard_tag(self, shard: int) -> str:
         return "{" + f"{self.ns}:{shard}" + "}"

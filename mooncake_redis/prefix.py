@@ -62,6 +62,8 @@ def check_str(field: str, value: object, max_len: int, *, allow_empty: bool = Fa
             ErrorCode.INVALID_KEY if field.startswith("key") else ErrorCode.INVALID_PARAMS,
             f"{field}: {len(value)} characters, more than the maximum {max_len}",
         )
+    if value.isascii():  # always valid UTF-8: no encoding (every key of a batch comes here)
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

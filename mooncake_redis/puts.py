@@ -85,7 +85,7 @@ class Puts:
         return erased.results
 
     # ------------------------------------------------------------------ put
-    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig) -> PutItem:
+    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig, pid: str) -> PutItem:
         k = check_key(key, self.ctx.config.max_key_length)
         if isinstance(lengths, int) and not isinstance(lengths, bool):
             lengths = [lengths]
@@ -106,9 +106,10 @@ class Puts:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"parent_block_hash: {prefix} is the key's own prefix"
             )
-        return PutItem(
-            i, k, sum(lengths), prefix, self.ctx.keys.shard_of(prefix), uuid.uuid4().hex, cfg
-        )
+        shard_of = self.ctx.keys.shard_of
+        parent = cfg.parent_block_hash
+        pshard = shard_of(parent) if parent else -1
+        return PutItem(i, k, sum(lengths), prefix, shard_of(prefix), pid, cfg, pshard)
 
     def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
         n = cfg.replica_num
@@ -149,9 +150,11 @@ class Puts:
             cfgs = [one] * len(keys)
         results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
         items: list[PutItem] = []
+        # Put ids: one random base per batch, then the key's index (unique, never '|').
+        base = uuid.uuid4().hex[:24]
         for i, key in enumerate(keys):
             try:
-                items.append(self._check_put(i, key, slice_lengths[i], cfgs[i]))
+                items.append(self._check_put(i, key, slice_lengths[i], cfgs[i], f"{base}{i:08x}"))
             except MooncakeError as exc:
                 results[i] = exc
         return client, items, results
@@ -231,14 +234,14 @@ class Puts:
             parent = p.cfg.parent_block_hash if radix else ""
             cfg = p.cfg
             return Commit(
-                p.shard, p.key, p.pid, client, p.size, bool(cfg.with_soft_pin),
-                bool(cfg.with_hard_pin), p.reps, p.prefix, parent, p.gen, bool(checked),
+                p.shard, p.key, p.pid, p.size, bool(cfg.with_soft_pin), bool(cfg.with_hard_pin),
+                p.reps, p.prefix, parent, p.pshard if parent else -1, p.gen, bool(checked),
             )  # fmt: skip
 
         conts: list[Any] = []
 
         async def commit(items: list[Commit]) -> list[Committed]:
-            replies, cs = await put_start(self.ctx, items, radix)
+            replies, cs = await put_start(self.ctx, client, items, radix)
             conts.extend(cs)
             return replies
 
@@ -285,12 +288,7 @@ class Puts:
             ]
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
-            (
-                p.cfg.parent_block_hash,
-                self.ctx.keys.shard_of(p.cfg.parent_block_hash),
-                p.prefix,
-                str(p.gen),
-            )
+            (p.cfg.parent_block_hash, p.pshard, p.prefix, str(p.gen))
             for p in failed
             if p.gen and not p.adopted
         ]

@@ -56,14 +56,21 @@ async def main(tree: str) -> None:
         per: collections.Counter[str] = collections.Counter()
         orig = svc.backend.call
 
+        cpu_per: collections.Counter[str] = collections.Counter()
+
         def usec() -> int:
             stats = r.info("commandstats")
             return sum(int(v["usec"]) for k, v in stats.items() if k.startswith("cmdstat_eval"))
 
+        def cpu() -> float:
+            c = r.info("cpu")
+            return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
+
         async def call(name: str, keys: Any, args: Any, node: Any = None) -> Any:
-            before = usec()
+            before, c0 = usec(), cpu()
             res = await orig(name, keys, args, node)
             per[name] += usec() - before
+            cpu_per[name] += cpu() - c0
             return res
 
         svc.backend.call = call  # type: ignore[method-assign]
@@ -71,6 +78,9 @@ async def main(tree: str) -> None:
         await svc.batch_put_start("c", keys[:128], [[64]] * 128)
         await svc.batch_put_end("c", keys[:128])
         per.clear()
+        cpu_per.clear()
+        r.config_resetstat()
+        cpu0 = r.info("cpu")
         for i in range(1, 20):
             b = keys[i * 128 : (i + 1) * 128]
             parents = [keys[i * 128 - 1] if i % 2 else "", *b[:-1]]
@@ -79,8 +89,23 @@ async def main(tree: str) -> None:
             assert all(isinstance(x, list) for x in res), res[:3]
             assert await svc.batch_put_end("c", b) == [None] * 128
         n = 19 * 128
+        cpu1 = r.info("cpu")
         rows = {k: round(v / n, 1) for k, v in sorted(per.items())}
         print(tree, "Redis us per key:", rows, "total", round(sum(per.values()) / n, 1))
+        # The server's own CPU (user + sys, from INFO cpu): not inflated by a loaded machine's
+        # preemption as the commandstats times are; and the commands scripts ran, per key.
+        used = sum(cpu1[f] - cpu0[f] for f in ("used_cpu_user", "used_cpu_sys"))
+        calls = {
+            k[8:]: int(v["calls"])
+            for k, v in r.info("commandstats").items()
+            if not k.startswith(("cmdstat_eval", "cmdstat_info", "cmdstat_config"))
+        }
+        print(tree, "Redis process CPU us per key:", round(used * 1e6 / n, 1),
+              "commands per key:", round(sum(calls.values()) / n, 1))  # fmt: skip
+        rows = {k: round(v * 1e6 / n, 1) for k, v in sorted(cpu_per.items())}
+        print(tree, "Redis process CPU us per key, by script (INFO cpu around each call):", rows)
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:12]
+        print(tree, "commands per batch of 128:", {k: round(c / 19) for k, c in top})
         await svc.aclose()
     finally:
         proc.kill()

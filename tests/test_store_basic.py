@@ -260,6 +260,32 @@ async def test_allocator_coalesces(make_service: Any) -> None:
     await assert_clean(svc)
 
 
+async def test_allocator_batch_is_best_fit(make_service: Any) -> None:
+    """One reserve call carves a held extent in Lua (alloc.lua): each allocation must still be
+    the best fit (smallest extent, lowest offset among equals) over the held extent and the
+    free ZSETs, as if every allocation had been written at once."""
+    svc = await mounted(make_service, n=1, size=10_000, default_kv_lease_ttl_ms=0)
+    keys = [f"k{i}" for i in range(10)]
+    await svc.batch_put_start(C, keys, [[1000]] * 10)
+    await svc.batch_put_end(C, keys)
+    assert await svc.batch_remove([keys[1], keys[3], keys[4]]) == [None] * 3
+    # Holes [1000, 2000) and [3000, 5000): 1500 takes the 2000 hole (held: 500 left), 1000
+    # the ZSET's 1000 hole (the held rest goes back), 500 the rest put back.
+    res = await svc.batch_put_start(C, ["a", "b", "c"], [[1500], [1000], [500]])
+    assert [r[0].offset for r in res if isinstance(r, list)] == [3000, 1000, 4500]
+    await svc.batch_put_end(C, ["a", "b", "c"])
+    assert await svc.batch_remove([keys[5], keys[6], keys[7], "b"]) == [None] * 4
+    # Holes [1000, 2000) and [5000, 8000): 2000 -> 5000 (held: [7000, 8000)); 600: a tie of
+    # lengths, the lower offset wins (the ZSET's 1000; held: [1600, 2000)); 400: the held
+    # rest is the tighter fit.
+    res = await svc.batch_put_start(C, ["d", "e", "f"], [[2000], [600], [400]])
+    assert [r[0].offset for r in res if isinstance(r, list)] == [5000, 1000, 1600]
+    await svc.batch_put_end(C, ["d", "e", "f"])
+    [stats] = await svc.segment_stats()
+    assert stats.allocated == 10_000 - 3000 + (1500 + 1000 + 500) - 4000 + (2000 + 600 + 400)
+    await assert_clean(svc)
+
+
 async def test_batch_calls_one_result_per_key(make_service: Any) -> None:
     svc = await mounted(make_service, n=2, size=8 * MB, enable_radix_tree=True)
     keys = [f"{h(i)}_0_k" for i in range(128)]

@@ -10,6 +10,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- cmd key args... for a list of args (none: no call), in chunks: Lua's unpack has a stack limit.
+-- A batch's writes to one shard key (ZADD, ZREM, SADD...) go as one call instead of one per item.
+local function variadic(cmd, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+
 -- Batch scripts: ARGV = group count, then per group: anchor key (<tag>:stats), shard index,
 -- item count, items. KEYS holds the anchors too on standalone Redis, but only the first one on a
 -- cluster (a cluster refuses declared keys of several slots; the allow-cross-slot-keys flag lets

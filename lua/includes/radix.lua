@@ -132,13 +132,37 @@ local function radix_refresh_leaf(tag, h)
   end
 end
 
-local function radix_create(tag, h, now)
+-- A batch's deferred shard writes (radix_flush writes them): the node and key counters and the
+-- leaf index entries, so that a put of many keys costs one HINCRBY / ZADD / ZREM per shard.
+local function radix_acc()
+  return { nodes = 0, rkeys = 0, leaf = {}, unleaf = {} }
+end
+
+local function radix_flush(tag, acc)
+  if acc.nodes ~= 0 then
+    redis.call('HINCRBY', K.stats(tag), F.stats.nodes, acc.nodes)
+  end
+  if acc.rkeys ~= 0 then
+    redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, acc.rkeys)
+  end
+  variadic('ZADD', K.leaves(tag), acc.leaf)
+  variadic('ZREM', K.leaves(tag), acc.unleaf)
+  acc.nodes, acc.rkeys, acc.leaf, acc.unleaf = 0, 0, {}, {}
+end
+
+-- Creates node h if absent. With acc, the caller has seen that h does not exist (no EXISTS) and
+-- the node counter goes to acc.
+local function radix_create(tag, h, now, acc)
   local nkey = K.node(tag, h)
-  if redis.call('EXISTS', nkey) == 1 then
+  if not acc and redis.call('EXISTS', nkey) == 1 then
     return false
   end
   redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
-  redis.call('HINCRBY', K.stats(tag), F.stats.nodes, 1)
+  if acc then
+    acc.nodes = acc.nodes + 1
+  else
+    redis.call('HINCRBY', K.stats(tag), F.stats.nodes, 1)
+  end
   return true
 end
 
@@ -191,27 +215,54 @@ local function radix_local(ptag)
   return type(r) ~= 'table' or r.err == nil
 end
 
+-- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,
+-- children count}. A caller that checks the node before its own writes (put_start) reads it
+-- once and passes it to radix_attach.
+local function radix_pre(tag, h)
+  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om')
+  f[5] = f[1] and radix_nchildren(tag, h) or 0
+  return f
+end
+
 -- Child-side step: record the parent (if known) and add keys. Returns code, message; the code
 -- is RADIX_CHECK_CYCLE (nothing written) when the parent could close a cycle and the caller has
--- not checked it yet (checked ~= 1).
-local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
+-- not checked it yet (checked ~= 1). acc (optional, see radix_acc): counters and leaf entries are
+-- deferred to the caller's radix_flush. pre (optional): radix_pre(tag, h), read by the caller
+-- after its own last write to h.
+local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc, pre)
   local nkey = K.node(tag, h)
-  local cur = redis.call('HGET', nkey, F.node.parent)
+  local f = pre or radix_pre(tag, h)
+  local cur = f[1]
   if cur and cur ~= '' and parent ~= '' and cur ~= parent then
     return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. cur
   end
-  if checked ~= 1 and radix_needs_cycle_check(tag, h, parent) then
+  -- The node exists without a parent and has children: only then can the parent be below it.
+  if checked ~= 1 and parent ~= '' and cur == '' and f[5] > 0 then
     return RADIX_CHECK_CYCLE, 'parent cycle check needed'
   end
-  radix_create(tag, h, now)
-  if parent ~= '' then
+  local own = acc or radix_acc()
+  local score = tonumber(f[2]) or 0
+  if not cur then
+    radix_create(tag, h, now, own)
+    score = now
+  end
+  if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
     redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
   end
-  local added = radix_add_keys(tag, h, keys)
-  if added > 0 then
-    redis.call('HINCRBY', K.stats(tag), F.stats.rkeys, added)
+  own.rkeys = own.rkeys + radix_add_keys(tag, h, keys)
+  -- The leaf index: the node has keys and no children (attach changes neither children nor,
+  -- with keys to add, the emptiness of the key set).
+  if #keys == 0 then
+    radix_refresh_leaf(tag, h)
+  elseif f[5] == 0 then
+    table.insert(own.leaf, score)
+    table.insert(own.leaf, h)
+  else
+    table.insert(own.unleaf, h)
   end
-  radix_refresh_leaf(tag, h)
+  if not acc then
+    radix_flush(tag, own)
+  end
   return E.OK, ''
 end
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
+
+import orjson
 
 from ..context import Context, ShardItem
 from ..records import _s
@@ -17,13 +18,13 @@ class Commit(NamedTuple):
     shard: int
     key: str
     put_id: str
-    client_id: str
     size: int
     soft_pin: bool
     hard_pin: bool
     replicas: list[dict[str, Any]]  # records with u64 values as hex strings
     prefix: str
     parent: str  # '' = none
+    parent_shard: int  # -1 = none
     generation: int  # the parent link's (0 = none)
     checked: bool  # the cycle check was done
 
@@ -51,9 +52,10 @@ class Prechecked(NamedTuple):
 
 
 async def put_start(
-    ctx: Context, commits: Sequence[Commit], radix: bool
+    ctx: Context, client_id: str, commits: Sequence[Commit], radix: bool
 ) -> tuple[list[Committed], list[RawContinuation]]:
-    """``put_start``: one reply per commit, and the continuations of edges it replaced."""
+    """``put_start``: one reply per commit (all of one client), and the continuations of edges
+    it replaced."""
     c = ctx.config
     head = [
         c.num_shards,
@@ -62,6 +64,7 @@ async def put_start(
         c.put_start_release_timeout_ms,
         c.default_kv_soft_pin_ttl_ms,
         1 if radix else 0,
+        client_id,
     ]
     items: list[ShardItem] = [
         (
@@ -69,14 +72,13 @@ async def put_start(
             [
                 x.key,
                 x.put_id,
-                x.client_id,
                 str(x.size),
                 1 if x.soft_pin else 0,
                 1 if x.hard_pin else 0,
-                json.dumps(x.replicas, separators=(",", ":")),
+                orjson.dumps(x.replicas),
                 x.prefix,
                 x.parent,
-                ctx.keys.shard_of(x.parent) if x.parent else -1,
+                x.parent_shard,
                 x.generation,
                 1 if x.checked else 0,
             ],

@@ -99,14 +99,16 @@ async def alloc_reserve(
             (a.key, a.put_id, u64hex(a.size), a.replicas, a.start, len(a.preferred), *a.preferred)
         )
     declared = anchors[:1] if ctx.backend.cluster else anchors
-    now, per_item, maxsize = await ctx.backend.call("alloc_reserve", declared, argv, node)
-    grants = [
-        [
-            Grant(seg_ids[int(k) - 1], _s(off), _s(base), _s(ep), _s(proto), _s(name))
-            for k, off, base, ep, proto, name in got
-        ]
-        for got in per_item
-    ]
+    now, per_item, maxsize, segs = await ctx.backend.call("alloc_reserve", declared, argv, node)
+    # A grant is only ever on a mounted candidate, whose details are there.
+    details = [(_s(d[0]), _s(d[1]), _s(d[2]), _s(d[3])) if d else ("", "", "", "") for d in segs]
+    grants: list[list[Grant]] = []
+    for got in per_item:
+        row: list[Grant] = []
+        for j in range(0, len(got), 2):
+            k = int(got[j]) - 1
+            row.append(Grant(seg_ids[k], _s(got[j + 1]), *details[k]))
+        grants.append(row)
     return Reserved(int(now), grants, from_u64hex(maxsize))
 
 
