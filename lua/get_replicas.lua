@@ -1,8 +1,10 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- get_replicas: GetReplicaList: the COMPLETE replicas of each key, granting a lease:
 -- lease timeout = max(lease timeout, now + ttl); soft pin refreshed the same way; the lru index
--- and the radix leaf score follow. allow-oom: a read must work when Redis is full (it only
--- rewrites fields of existing keys).
+-- and the radix leaf score follow (store_grant_leases, batched per shard). allow-oom: a read
+-- must work when Redis is full (it only rewrites fields of existing keys). An object whose
+-- status is COMPLETE has a COMPLETE replica (put_end marks them all, segment_drop sets the
+-- status back when none is left), so only other objects' replicas are decoded.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
 -- Returns: per key {code, message, replicas cjson, lease timeout ms}.
@@ -14,17 +16,23 @@ local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
 each_group(function(tag, shard, n)
+  local grants, found = {}, {}
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
+    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.status, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
     if not f[1] then
-      table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
-    elseif not store_any_complete(store_replicas(f[1])) then
-      table.insert(out, { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' })
+      out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }
+    elseif f[2] ~= 'C' and not store_any_complete(store_replicas(f[1])) then
+      out[#out + 1] = { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' }
     else
-      local lease = store_grant_lease(tag, key, { f[2], f[3], f[4], f[5], f[6] }, now, ttl, soft_ttl)
-      table.insert(out, { E.OK, '', f[1], lease })
+      local entry = { E.OK, '', f[1], 0 }
+      out[#out + 1] = entry
+      found[#found + 1] = entry
+      grants[#grants + 1] = { key, f[3], f[4], f[5], f[6], f[7] }
     end
+  end
+  for i, lease in ipairs(store_grant_leases(tag, grants, now, ttl, soft_ttl)) do
+    found[i][4] = lease
   end
 end)
 return out
