@@ -12,18 +12,20 @@
 local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
+local fields = store_grant_fields(F.obj.status)
 each_group(function(tag, shard, n)
-  local grants = {}
+  local hits, fs = {}, {}
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), F.obj.status, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
-    if f[1] == 'C' then
-      grants[#grants + 1] = { key, f[2], f[3], f[4], f[5], f[6] }
+    local f = redis.call('HMGET', K.obj(tag, key), unpack(fields))
+    if f[6] == 'C' then -- the status, after the grant fields
+      hits[#hits + 1] = key
+      fs[#fs + 1] = f
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
     end
   end
-  store_grant_leases(tag, grants, now, ttl, soft_ttl)
+  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl)
 end)
 return out

@@ -15,23 +15,25 @@
 local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
+local fields = store_grant_fields(F.obj.replicas, F.obj.status)
 each_group(function(tag, shard, n)
-  local grants, found = {}, {}
+  local hits, fs, found = {}, {}, {}
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.status, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
-    if not f[1] then
+    local f = redis.call('HMGET', K.obj(tag, key), unpack(fields))
+    if not f[6] then -- the replicas, then the status, after the grant fields
       out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }
-    elseif f[2] ~= 'C' and not store_any_complete(store_replicas(f[1])) then
+    elseif f[7] ~= 'C' and not store_any_complete(store_replicas(f[6])) then
       out[#out + 1] = { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' }
     else
-      local entry = { E.OK, '', f[1], 0 }
+      local entry = { E.OK, '', f[6], 0 }
       out[#out + 1] = entry
       found[#found + 1] = entry
-      grants[#grants + 1] = { key, f[3], f[4], f[5], f[6], f[7] }
+      hits[#hits + 1] = key
+      fs[#fs + 1] = f
     end
   end
-  for i, lease in ipairs(store_grant_leases(tag, grants, now, ttl, soft_ttl)) do
+  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl)) do
     found[i][4] = lease
   end
 end)

@@ -88,33 +88,39 @@ local function store_index_leases(tag, pairs)
   zadd_pairs(K.lru(tag), 'GT', pairs)
 end
 
+-- The object fields a lease grant reads, then the caller's extra fields: the fields of an HMGET
+-- whose reply store_grant_leases takes as it is.
+local function store_grant_fields(...)
+  return { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
+end
+
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
 -- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET; then the lease
 -- index in one ZADD, and each radix node once with its newest lease and grant count
--- (radix_touch). grants: per hit {key, l, sp, hp, rad, pfx} (HMGET values; a key may repeat).
--- Returns the leases, in grants order.
-local function store_grant_leases(tag, grants, now, ttl, soft_ttl)
+-- (radix_touch). keys: the hits (a key may repeat); fs: their HMGET replies of
+-- store_grant_fields (l, sp, hp, rad, pfx first). Returns the leases, in keys order.
+local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
   local floor, soft_floor = now + ttl, now + soft_ttl
-  for i, g in ipairs(grants) do
-    local key = g[1]
-    local lease = math.max(tonumber(g[2]) or 0, floor)
-    if g[3] then
-      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, math.max(tonumber(g[3]) or 0, soft_floor))
+  for i, key in ipairs(keys) do
+    local g = fs[i]
+    local lease = math.max(tonumber(g[1]) or 0, floor)
+    if g[2] then
+      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, math.max(tonumber(g[2]) or 0, soft_floor))
     else
       redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease)
     end
-    if g[4] ~= '1' then
+    if g[3] ~= '1' then
       indexed[#indexed + 1] = lease
       indexed[#indexed + 1] = key
     end
-    if g[5] == '1' and g[6] then
-      local t = touched[g[6]]
+    if g[4] == '1' and g[5] then
+      local t = touched[g[5]]
       if t then
         t[2], t[3] = math.max(t[2], lease), t[3] + 1
       else
-        t = { g[6], lease, 1 }
-        touched[g[6]] = t
+        t = { g[5], lease, 1 }
+        touched[g[5]] = t
         nodes[#nodes + 1] = t
       end
     end
