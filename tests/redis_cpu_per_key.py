@@ -96,6 +96,13 @@ def _eval_usec(r: Any) -> int:
     return sum(int(v["usec"]) for k, v in stats.items() if k.startswith("cmdstat_eval"))
 
 
+def _inner_calls(r: Any) -> int:
+    """Commands the scripts ran (every command but the scripts and INFO): a count, not a time."""
+    stats = r.info("commandstats")
+    skip = ("cmdstat_eval", "cmdstat_info", "cmdstat_ping")
+    return sum(int(v["calls"]) for k, v in stats.items() if not k.startswith(skip))
+
+
 def _cpu_usec(r: Any) -> float:
     """CPU time of the server's main thread (getrusage: not inflated when it waits for a core)."""
     cpu = r.info("cpu")
@@ -106,10 +113,11 @@ async def reads(svc: Any, r: Any, tree: str) -> None:
     """Redis CPU per key of batch_exist_key (present and absent) and batch_get_replica_list over
     stored MLA keys (one object per block) and MHA TP 4 keys (8 objects per block), radix on,
     chains of 64 blocks: 10 batches of 128, each called 3 times, every call checked before it
-    counts. ``cpu``: the server main thread's CPU time over the 30 calls (INFO cpu, getrusage,
-    with the connection handling of each call); ``min`` / ``median``: the scripts' commandstats
-    time per call, which is wall time inside the command, so a shared machine's preemptions
-    inflate it (the minimum shows through them)."""
+    counts. ``calls``: the commands the scripts ran per key (a count, free of noise); ``cpu``:
+    the server main thread's CPU time over the 30 calls (INFO cpu, getrusage, with the
+    connection handling of each call); ``min`` / ``median``: the scripts' commandstats time per
+    call, which is wall time inside the command, so a shared machine's preemptions inflate it
+    (the minimum shows through them)."""
     from mooncake_redis.models import ReplicateConfig
 
     def blk(i: int, salt: str) -> str:
@@ -135,7 +143,7 @@ async def reads(svc: Any, r: Any, tree: str) -> None:
         await svc.batch_exist_key([batches[0][0][0]])  # scripts loaded
         for name in ("exist", "get_replicas", "exist_absent"):
             per_call: list[float] = []
-            cpu0 = _cpu_usec(r)
+            cpu0, calls0 = _cpu_usec(r), _inner_calls(r)
             for _ in range(3):
                 for b in batches:
                     ks = [k for k, _ in b]
@@ -150,6 +158,7 @@ async def reads(svc: Any, r: Any, tree: str) -> None:
                         assert all(len(g.replicas) == 1 for g in got), got[:3]
                     per_call.append((_eval_usec(r) - before) / len(ks))
             rows[f"{fmt} {name} cpu"] = round((_cpu_usec(r) - cpu0) / (3 * len(pairs)), 2)
+            rows[f"{fmt} {name} calls"] = round((_inner_calls(r) - calls0) / (3 * len(pairs)), 2)
             per_call.sort()
             rows[f"{fmt} {name} min"] = round(per_call[0], 2)
             rows[f"{fmt} {name} median"] = round(per_call[len(per_call) // 2], 2)
