@@ -1,5 +1,5 @@
 """What every part of the service shares: the backend, key schema, config, the checkpoint hook,
-the sharded-batch runner and the eviction metrics.
+the sharded-batch runner, the key -> shard memo and the eviction metrics.
 
 One object per service, built first and handed to every part's constructor, so no part reaches
 another through a common base class. The config and key schema may be replaced once, when a
