@@ -3,8 +3,11 @@
 ``python3 tests/redis_cpu_per_key.py <source tree>`` imports mooncake_redis from that tree (e.g.
 ``.``, or a checkout of an older commit), puts 19 batches of 128 keys (chains of 256 blocks, one
 parent per key, put_start + put_end) and prints the microseconds of Redis CPU per key for each
-script. Not a test: the measuring tool behind the figure in docs/store.md; run two trees back
-to back to compare them on the same machine state.
+script. Then ``reads`` does the same for batch_exist_key and batch_get_replica_list (MLA and
+MHA keys; docs/benchmarks.md "The read path"). ``REDIS_CPU_PORT`` picks the server's port (a
+shared machine's own range); otherwise a free one. Not a test: the measuring tool behind the
+figures in docs/store.md and docs/benchmarks.md; run two trees back to back to compare them on
+the same machine state.
 """
 
 from __future__ import annotations
