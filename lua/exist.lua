@@ -1,6 +1,7 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- exist: ExistKey: 1 for a key with a COMPLETE replica (a hit grants a lease, as
--- get_replicas), 0 otherwise (missing or still being written).
+-- get_replicas), 0 otherwise (missing or still being written). Per shard: one HMGET per key,
+-- then the hits' grants batched (store_grant_leases).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
 -- Returns: per key 1 or 0.
@@ -11,16 +12,20 @@
 local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
+local fields = store_grant_fields(F.obj.status)
 each_group(function(tag, shard, n)
+  local hits, fs = {}, {}
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), F.obj.status, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
-    if f[1] == 'C' then
-      store_grant_lease(tag, key, { f[2], f[3], f[4], f[5], f[6] }, now, ttl, soft_ttl)
-      table.insert(out, 1)
+    local f = redis.call('HMGET', K.obj(tag, key), unpack(fields))
+    if f[6] == 'C' then -- the status, after the grant fields
+      hits[#hits + 1] = key
+      fs[#fs + 1] = f
+      out[#out + 1] = 1
     else
-      table.insert(out, 0)
+      out[#out + 1] = 0
     end
   end
+  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl)
 end)
 return out

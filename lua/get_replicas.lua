@@ -1,8 +1,10 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- get_replicas: GetReplicaList: the COMPLETE replicas of each key, granting a lease:
 -- lease timeout = max(lease timeout, now + ttl); soft pin refreshed the same way; the lru index
--- and the radix leaf score follow. allow-oom: a read must work when Redis is full (it only
--- rewrites fields of existing keys).
+-- and the radix leaf score follow (store_grant_leases, batched per shard). allow-oom: a read
+-- must work when Redis is full (it only rewrites fields of existing keys). An object whose
+-- status is COMPLETE has a COMPLETE replica (put_end marks them all, segment_drop sets the
+-- status back when none is left), so only other objects' replicas are decoded.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
 -- Returns: per key {code, message, replicas cjson (store_json), lease timeout ms}.
@@ -13,18 +15,26 @@
 local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
+local fields = store_grant_fields(F.obj.replicas, F.obj.status)
 each_group(function(tag, shard, n)
+  local hits, fs, found = {}, {}, {}
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix)
-    if not f[1] then
-      table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
-    elseif not store_any_complete(store_replicas(f[1])) then
-      table.insert(out, { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' })
+    local f = redis.call('HMGET', K.obj(tag, key), unpack(fields))
+    if not f[6] then -- the replicas, then the status, after the grant fields
+      out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }
+    elseif f[7] ~= 'C' and not store_any_complete(store_replicas(f[6])) then
+      out[#out + 1] = { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' }
     else
-      local lease = store_grant_lease(tag, key, { f[2], f[3], f[4], f[5], f[6] }, now, ttl, soft_ttl)
-      table.insert(out, { E.OK, '', store_json(store_replicas(f[1])), lease })
+      local entry = { E.OK, '', store_json(store_replicas(f[6])), 0 }
+      out[#out + 1] = entry
+      found[#found + 1] = entry
+      hits[#hits + 1] = key
+      fs[#fs + 1] = f
     end
+  end
+  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl)) do
+    found[i][4] = lease
   end
 end)
 return out

@@ -1,5 +1,5 @@
 """What every part of the service shares: the backend, key schema, config, the checkpoint hook,
-the sharded-batch runner and the eviction metrics.
+the sharded-batch runner, the key -> shard memo and the eviction metrics.
 
 One object per service, built first and handed to every part's constructor, so no part reaches
 another through a common base class. The config and key schema may be replaced once, when a
@@ -23,6 +23,10 @@ FaultHook = Callable[[str], Awaitable[None]]
 
 ShardItem = tuple[int, Sequence[Any]]
 
+# Keys whose shard is remembered (a key is read again and again: put, then exists and gets);
+# the memo is emptied when full, so it costs at most this many entries.
+SHARD_MEMO_SIZE = 1 << 16
+
 
 class Context:
     def __init__(self, backend: Backend, config: Config) -> None:
@@ -34,11 +38,15 @@ class Context:
         # Whether this process serves clients (its ticks show that the service hears them);
         # a standalone evictor does not.
         self.hears_clients = True
+        self._shards: dict[str, int] = {}
+        self._anchors = [self.keys.anchor(i) for i in range(config.num_shards)]
 
     def adopt(self, config: Config) -> None:
         """Takes another layout (shard count, radix setting) before any part has run."""
         self.config = config
         self.keys = KeySchema(config.namespace, config.num_shards)
+        self._shards = {}
+        self._anchors = [self.keys.anchor(i) for i in range(config.num_shards)]
 
     async def checkpoint(self, step: str) -> None:
         """A step boundary of a multi-tag protocol; tests inject crashes here."""
@@ -55,7 +63,21 @@ class Context:
         return extract_prefix(key, self.config.key_hash_pattern)
 
     def shard_of_key(self, key: str) -> int:
-        return self.keys.shard_of(self.prefix_of(key))
+        shard = self._shards.get(key)
+        if shard is None:
+            shard = self.keys.shard_of(self.prefix_of(key))
+            if len(self._shards) >= SHARD_MEMO_SIZE:
+                self._shards.clear()
+            self._shards[key] = shard
+        return shard
+
+    def shards_of_keys(self, keys: Sequence[str]) -> list[int]:
+        """The shard of each key: one memo lookup per key, the hash only for keys not in it."""
+        get = self._shards.get
+        out = [get(k, -1) for k in keys]
+        if -1 in out:
+            out = [s if s >= 0 else self.shard_of_key(k) for k, s in zip(keys, out)]
+        return out
 
     async def shard_totals(self, *fields: str) -> dict[str, int]:
         """Sums of the shards' stats counters (``evicted_keys``, ``objects``...), one pipeline."""
@@ -83,7 +105,7 @@ class Context:
         for i, (shard, _) in enumerate(items):
             by_shard.setdefault(shard, []).append(i)
         shards = list(by_shard)
-        anchors = [self.keys.anchor(s) for s in shards]
+        anchors = [self._anchors[s] for s in shards]
         limit = self.config.script_batch_size
 
         async def run(node: Any, idx: list[int]) -> list[tuple[list[int], Any]]:

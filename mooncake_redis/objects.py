@@ -77,7 +77,17 @@ class Objects:
 
     # ------------------------------------------------------------------ reads
     def _checked_keys(self, keys: Sequence[str]) -> tuple[list[Any], list[str], list[int]]:
+        """(a result slot per key holding its input error, the valid keys, their indices). A
+        batch of valid keys is checked as a whole (lengths, then UTF-8 once over the joined
+        keys: a lone surrogate stays one in the join); any other goes key by key for its errors."""
         results: list[Any] = [None] * len(keys)
+        limit = self.ctx.config.max_key_length
+        if all(type(k) is str and 0 < len(k) <= limit for k in keys):
+            try:
+                "".join(keys).encode("utf-8")
+                return results, list(keys), list(range(len(keys)))
+            except UnicodeEncodeError:
+                pass
         items: list[str] = []
         where: list[int] = []
         for i, key in enumerate(keys):
@@ -106,9 +116,9 @@ class Objects:
             if r.code != 0:
                 results[i] = MooncakeError(r.code, r.message)
                 continue
-            reps = [x for x in r.replicas if x.get("st") == "C"]
             results[i] = GetReplicaListResponse(
-                [_descriptor(x, int(x["id"]), COMPLETE) for x in reps], ttl
+                [_descriptor(x, int(x["id"]), COMPLETE) for x in r.replicas if x.get("st") == "C"],
+                ttl,
             )
         return results
 
@@ -121,7 +131,10 @@ class Objects:
     async def batch_exist_key(self, keys: Sequence[str]) -> list[bool | MooncakeError]:
         """ExistKey per key: True only with a COMPLETE replica; a hit grants a lease."""
         results, items, where = self._checked_keys(keys)
-        for i, hit in zip(where, await lua.exist(self.ctx, items)):
+        hits: list[Any] = await lua.exist(self.ctx, items)
+        if len(items) == len(keys):
+            return hits
+        for i, hit in zip(where, hits):
             results[i] = hit
         return results
 

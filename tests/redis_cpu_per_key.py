@@ -3,14 +3,18 @@
 ``python3 tests/redis_cpu_per_key.py <source tree>`` imports mooncake_redis from that tree (e.g.
 ``.``, or a checkout of an older commit), puts 19 batches of 128 keys (chains of 256 blocks, one
 parent per key, put_start + put_end) and prints the microseconds of Redis CPU per key for each
-script. Not a test: the measuring tool behind the figure in docs/store.md; run two trees back
-to back to compare them on the same machine state.
+script. Then ``reads`` does the same for batch_exist_key and batch_get_replica_list (MLA and
+MHA keys; docs/benchmarks.md "The read path"). ``REDIS_CPU_PORT`` picks the server's port (a
+shared machine's own range); otherwise a free one. Not a test: the measuring tool behind the
+figures in docs/store.md and docs/benchmarks.md; run two trees back to back to compare them on
+the same machine state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import shutil
 import socket
 import subprocess
@@ -24,6 +28,8 @@ import redis
 
 
 def _port() -> int:
+    if os.environ.get("REDIS_CPU_PORT"):  # a port of one's own range on a shared machine
+        return int(os.environ["REDIS_CPU_PORT"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -106,10 +112,85 @@ async def main(tree: str) -> None:
         print(tree, "Redis process CPU us per key, by script (INFO cpu around each call):", rows)
         top = sorted(calls.items(), key=lambda kv: -kv[1])[:12]
         print(tree, "commands per batch of 128:", {k: round(c / 19) for k, c in top})
+        await reads(svc, r, tree)
         await svc.aclose()
     finally:
         proc.kill()
         proc.wait()
+
+
+def _eval_usec(r: Any) -> int:
+    stats = r.info("commandstats")
+    return sum(int(v["usec"]) for k, v in stats.items() if k.startswith("cmdstat_eval"))
+
+
+def _inner_calls(r: Any) -> int:
+    """Commands the scripts ran (every command but the scripts and INFO): a count, not a time."""
+    stats = r.info("commandstats")
+    skip = ("cmdstat_eval", "cmdstat_info", "cmdstat_ping")
+    return sum(int(v["calls"]) for k, v in stats.items() if not k.startswith(skip))
+
+
+def _cpu_usec(r: Any) -> float:
+    """CPU time of the server's main thread (getrusage: not inflated when it waits for a core)."""
+    cpu = r.info("cpu")
+    return (cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"]) * 1e6
+
+
+async def reads(svc: Any, r: Any, tree: str) -> None:
+    """Redis CPU per key of batch_exist_key (present and absent) and batch_get_replica_list over
+    stored MLA keys (one object per block) and MHA TP 4 keys (8 objects per block), radix on,
+    chains of 64 blocks: 10 batches of 128, each called 3 times, every call checked before it
+    counts. ``calls``: the commands the scripts ran per key (a count, free of noise); ``cpu``:
+    the server main thread's CPU time over the 30 calls (INFO cpu, getrusage, with the
+    connection handling of each call); ``min`` / ``median``: the scripts' commandstats time per
+    call, which is wall time inside the command, so a shared machine's preemptions inflate it
+    (the minimum shows through them)."""
+    from mooncake_redis.models import ReplicateConfig
+
+    def blk(i: int, salt: str) -> str:
+        return uuid.uuid5(uuid.NAMESPACE_OID, f"{salt}{i}").hex * 2
+
+    rows: dict[str, float] = {}
+    for fmt, per_block in (("mla", 1), ("mha", 8)):
+        pairs: list[tuple[str, str]] = []
+        i = 0
+        while len(pairs) < 10 * 128:
+            parent = blk(i - 1, fmt) if i % 64 else ""
+            b = blk(i, fmt)
+            ks = [b] if per_block == 1 else [f"{b}_{t}_{kv}" for t in range(4) for kv in "kv"]
+            pairs.extend((k, parent) for k in ks)
+            i += 1
+        batches = [pairs[j : j + 128] for j in range(0, len(pairs), 128)]
+        for b in batches:
+            ks = [k for k, _ in b]
+            cfgs = [ReplicateConfig(parent_block_hash=p) for _, p in b]
+            res = await svc.batch_put_start("c", ks, [[64]] * len(ks), cfgs)
+            assert all(isinstance(x, list) for x in res), res[:3]
+            assert await svc.batch_put_end("c", ks) == [None] * len(ks)
+        await svc.batch_exist_key([batches[0][0][0]])  # scripts loaded
+        for name in ("exist", "get_replicas", "exist_absent"):
+            per_call: list[float] = []
+            cpu0, calls0 = _cpu_usec(r), _inner_calls(r)
+            for _ in range(3):
+                for b in batches:
+                    ks = [k for k, _ in b]
+                    before = _eval_usec(r)
+                    if name == "exist":
+                        assert await svc.batch_exist_key(ks) == [True] * len(ks)
+                    elif name == "exist_absent":
+                        absent = [k + "-absent" for k in ks]
+                        assert await svc.batch_exist_key(absent) == [False] * len(ks)
+                    else:
+                        got = await svc.batch_get_replica_list(ks)
+                        assert all(len(g.replicas) == 1 for g in got), got[:3]
+                    per_call.append((_eval_usec(r) - before) / len(ks))
+            rows[f"{fmt} {name} cpu"] = round((_cpu_usec(r) - cpu0) / (3 * len(pairs)), 2)
+            rows[f"{fmt} {name} calls"] = round((_inner_calls(r) - calls0) / (3 * len(pairs)), 2)
+            per_call.sort()
+            rows[f"{fmt} {name} min"] = round(per_call[0], 2)
+            rows[f"{fmt} {name} median"] = round(per_call[len(per_call) // 2], 2)
+    print(tree, "Redis us per read key:", rows)
 
 
 if __name__ == "__main__":

@@ -350,3 +350,47 @@ async def test_interrupted_unlink_leaves_only_dangling_edge(service: MasterServi
     report = await fsck(service, repair=True, grace_ms=-1)
     assert report.clean
     assert (await service.get_keys_by_prefix(P)).children == [C]
+
+
+async def test_batch_reads_grant_each_hit(make_service: Any) -> None:
+    """One batch with several keys of a node, a repeated key and a miss: every hit counts on its
+    node, the node's score (and the leaf index) is the newest lease, the lease index follows,
+    a hard-pinned object stays out of it, a soft pin is refreshed, and a lease only grows."""
+    svc: MasterService = await make_service(
+        enable_radix_tree=True, default_kv_lease_ttl_ms=5_000, default_kv_soft_pin_ttl_ms=9_000
+    )
+    from mooncake_redis.models import ReplicateConfig, Segment
+
+    await svc.mount_segment(Segment("s0", "n0", 1 << 40, 1 << 24, "10.0.0.1:1", "tcp"), "c")
+    blk, inner = h("hits"), h("inner")
+    keys = mha_keys(blk, tp=2)
+    cfgs = [ReplicateConfig(parent_block_hash=inner) for _ in keys]
+    cfgs[1] = ReplicateConfig(parent_block_hash=inner, with_hard_pin=True)
+    cfgs[2] = ReplicateConfig(parent_block_hash=inner, with_soft_pin=True)
+    for k, cfg in [(inner, ReplicateConfig()), *zip(keys, cfgs)]:
+        await svc.put_start("c", k, [64], cfg)
+        await svc.put_end("c", k)
+    c, ks = svc.backend.client, svc.keys
+    shard = svc.shard_of_key(blk)
+    far = 2**45  # a lease granted earlier by a longer ttl: kept, and the node's score follows
+    await c.hset(ks.obj(shard, keys[3]), "l", far)
+    before = await svc.get_nodes([blk, inner])
+    found = await svc.batch_exist_key([*keys, keys[0], blk + "_9_k", inner])
+    assert found == [True] * len(keys) + [True, False, True]
+    got = await svc.batch_get_replica_list(keys[:2])
+    assert all(not isinstance(g, MooncakeError) and len(g.replicas) == 1 for g in got)
+    node, parent = await svc.get_nodes([blk, inner])
+    assert before[0] is not None and before[1] is not None and node and parent
+    assert node.hits == before[0].hits + len(keys) + 1 + 2 and parent.hits == before[1].hits + 1
+    assert node.score == far
+    assert await c.zscore(ks.shard_key(shard, "leaves"), blk) == far
+    assert await c.zscore(ks.shard_key(svc.shard_of_key(inner), "leaves"), inner) is None
+    lru = ks.shard_key(shard, "lru")
+    for i, k in enumerate(keys):
+        lease = int(await c.hget(ks.obj(shard, k), "l"))
+        assert (i == 3) == (lease == far) and lease > 0
+        assert await c.zscore(lru, k) == (None if i == 1 else lease), k
+    assert int(await c.hget(ks.obj(shard, keys[2]), "sp")) > int(
+        await c.hget(ks.obj(shard, keys[0]), "l")
+    )  # refreshed to now + the soft pin ttl, past the lease
+    await assert_clean(svc)

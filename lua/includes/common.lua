@@ -43,3 +43,12 @@ local function each_group(fn)
     fn(group.tag, shard, n)
   end
 end
+
+-- ZADD of many pairs (flat: score, member, score, member...) with one flag ('GT', 'XX'...), in
+-- chunks that stay within Lua's unpack limit: one command per chunk, not one per member.
+local function zadd_pairs(zkey, flag, pairs)
+  local step = 1000 -- even: a chunk never splits a pair
+  for i = 1, #pairs, step do
+    redis.call('ZADD', zkey, flag, unpack(pairs, i, math.min(i + step - 1, #pairs)))
+  end
+end

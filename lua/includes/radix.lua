@@ -383,18 +383,30 @@ local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
   return 1
 end
 
--- A lease grant on one of the node's keys: the node's leaf score follows the newest lease
--- (lease order, as Mooncake's eviction), hits count accesses for frequency-aware policies.
-local function radix_touch(tag, h, lease_timeout)
-  local nkey = K.node(tag, h)
-  if redis.call('EXISTS', nkey) == 0 then
-    return
+-- The node fields a touch reads: the leaf score's inputs, then the hit counter.
+local RADIX_TOUCH_FIELDS = { F.node.score, F.node.hits }
+
+-- A node's leaf score after a lease grant on one of its keys, from its RADIX_TOUCH_FIELDS
+-- values f: the newest lease (lease order, as Mooncake's eviction). The one place of the rule.
+local function radix_touch_score(f, lease)
+  return math.max(tonumber(f[1]) or 0, lease)
+end
+
+-- Lease grants on keys of the radix nodes of one shard, one entry per node {hash, newest lease,
+-- grants}: the node's score follows (radix_touch_score), its hits count the grants (for
+-- frequency-aware policies), and one ZADD XX moves those that are leaves in the leaf index
+-- (its score stays the node's s). Two calls per node, one per shard.
+local function radix_touch(tag, nodes)
+  local leaves = {}
+  for _, t in ipairs(nodes) do
+    local nkey = K.node(tag, t[1])
+    local f = redis.call('HMGET', nkey, unpack(RADIX_TOUCH_FIELDS))
+    if f[1] or f[2] then -- radix_create writes both; neither: no node
+      local s = radix_touch_score(f, t[2])
+      redis.call('HSET', nkey, F.node.score, s, F.node.hits, (tonumber(f[2]) or 0) + t[3])
+      leaves[#leaves + 1] = s
+      leaves[#leaves + 1] = t[1]
+    end
   end
-  local s = tonumber(redis.call('HGET', nkey, F.node.score)) or 0
-  if lease_timeout > s then
-    s = lease_timeout
-    redis.call('HSET', nkey, F.node.score, s)
-  end
-  redis.call('HINCRBY', nkey, F.node.hits, 1)
-  redis.call('ZADD', K.leaves(tag), 'XX', s, h)
+  zadd_pairs(K.leaves(tag), 'XX', leaves)
 end

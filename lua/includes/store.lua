@@ -158,22 +158,53 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   return true
 end
 
--- A lease grant (exist hit, get replica list): l = max(l, now + ttl), soft pin refresh, the lru
--- index (objects of no tree) and the radix leaf score follow. f = HMGET of l, sp, hp, rad, pfx. Returns the lease.
-local function store_grant_lease(tag, key, f, now, ttl, soft_ttl)
-  local okey = K.obj(tag, key)
-  local lease = math.max(tonumber(f[1]) or 0, now + ttl)
-  redis.call('HSET', okey, F.obj.lease_ms, lease)
-  if f[2] then
-    redis.call('HSET', okey, F.obj.soft_pin_ms, math.max(tonumber(f[2]) or 0, now + soft_ttl))
+-- The lease index of one shard: {lease, key...} pairs of not hard-pinned objects, one ZADD GT
+-- (a grant only extends). The one place a lease grant writes the index.
+local function store_index_leases(tag, pairs)
+  zadd_pairs(K.lru(tag), 'GT', pairs)
+end
+
+-- The object fields a lease grant reads, then the caller's extra fields: the fields of an HMGET
+-- whose reply store_grant_leases takes as it is.
+local function store_grant_fields(...)
+  return { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
+end
+
+-- The lease grants of one shard (exist hits, get replica lists), batched: per object
+-- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET; then the lease
+-- index in one ZADD, and each radix node once with its newest lease and grant count
+-- (radix_touch). keys: the hits (a key may repeat); fs: their HMGET replies of
+-- store_grant_fields (l, sp, hp, rad, pfx first). Returns the leases, in keys order.
+local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
+  local leases, indexed, touched, nodes = {}, {}, {}, {}
+  local floor, soft_floor = now + ttl, now + soft_ttl
+  for i, key in ipairs(keys) do
+    local g = fs[i]
+    local lease = math.max(tonumber(g[1]) or 0, floor)
+    if g[2] then
+      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, math.max(tonumber(g[2]) or 0, soft_floor))
+    else
+      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease)
+    end
+    if g[3] ~= '1' and g[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
+      indexed[#indexed + 1] = lease
+      indexed[#indexed + 1] = key
+    end
+    if g[4] == '1' and g[5] then
+      local t = touched[g[5]]
+      if t then
+        t[2], t[3] = math.max(t[2], lease), t[3] + 1
+      else
+        t = { g[5], lease, 1 }
+        touched[g[5]] = t
+        nodes[#nodes + 1] = t
+      end
+    end
+    leases[i] = lease
   end
-  if f[3] ~= '1' and f[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
-    redis.call('ZADD', K.lru(tag), lease, key)
-  end
-  if f[4] == '1' then
-    radix_touch(tag, f[5], lease)
-  end
-  return lease
+  store_index_leases(tag, indexed)
+  radix_touch(tag, nodes)
+  return leases
 end
 
 -- A put that fails after its radix link step bumped the edge parent -> h: if the node already

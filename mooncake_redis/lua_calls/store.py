@@ -7,9 +7,10 @@ runs the unlinks and applies the frees (:meth:`~mooncake_redis.puts.Puts.finish_
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
+
+import orjson
 
 from ..context import Context, ShardItem
 from ..errors import MooncakeError
@@ -53,7 +54,10 @@ def _frees(raw: Sequence[Any]) -> list[FreePair]:
 
 
 def _key_items(ctx: Context, keys: Sequence[str], *extra: Any) -> list[ShardItem]:
-    return [(ctx.shard_of_key(k), [k, *extra]) for k in keys]
+    shards = ctx.shards_of_keys(keys)
+    if not extra:
+        return [(sh, (k,)) for sh, k in zip(shards, keys)]
+    return [(sh, (k, *extra)) for sh, k in zip(shards, keys)]
 
 
 async def get_replicas(ctx: Context, keys: Sequence[str]) -> list[ReplicaList]:
@@ -64,10 +68,12 @@ async def get_replicas(ctx: Context, keys: Sequence[str]) -> list[ReplicaList]:
         _key_items(ctx, keys),
         [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms],
     )
-    out = []
+    out: list[ReplicaList] = []
     for r in replies:
-        code = int(r[0])
-        out.append(ReplicaList(code, _s(r[1]), json.loads(_s(r[2])) if code == 0 else []))
+        if r[0] == 0:
+            out.append(ReplicaList(0, "", orjson.loads(r[2])))
+        else:
+            out.append(ReplicaList(int(r[0]), _s(r[1]), []))
     return out
 
 
@@ -77,7 +83,7 @@ async def exist(ctx: Context, keys: Sequence[str]) -> list[bool]:
     replies = await ctx.run_sharded_items(
         "exist", _key_items(ctx, keys), [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
     )
-    return [bool(int(r)) for r in replies]
+    return [r == 1 for r in replies]
 
 
 async def objects_complete(ctx: Context) -> dict[str, str]:
