@@ -135,3 +135,55 @@ async def test_reference_model_matches_the_store(
     assert store.evicted_keys > 0, "the slice must put the store under pressure"
     for field in ("hits", "puts_ok", "puts_failed", "evicted_keys", "stored_final"):
         assert getattr(model, field) == getattr(store, field), field
+
+
+@pytest.mark.parametrize(
+    ("scoring", "key_format", "tp"),
+    [
+        ("lru", "mla", 1),
+        ("tiered:0/1/1.75/0", "mla", 1),
+        ("tiered:0/1/1.75/0", "mha", 2),
+        ("tiered:0.5/1/2/1e9", "mla", 1),
+    ],
+)
+async def test_reference_model_makes_the_stores_choices(
+    backend_url: str, scoring: str, key_format: str, tp: int
+) -> None:
+    """The store (the embedded one too) and the model hold the same blocks at every health
+    sample and at the end, and count the same hits, puts and evictions. ``tiered``'s grace is
+    in each one's own clock (the store's Redis ms, the model's replay clock), so it is taken
+    at the two ends where the clocks cannot differ: 0 (no grace) and 1e9 ms (every fresh
+    leaf waits until nothing else is left)."""
+    records = load_trace(TRACE, limit=150)
+    per_block = objects_per_block(key_format, tp)
+    results, stored = [], []
+    for name in ("model", "redis"):
+        target = await create_any_target(
+            name,
+            TargetOptions(
+                capacity_blocks=300,
+                objects_per_block=per_block,
+                value_size=1024,
+                redis_url=backend_url,
+                lease_ttl_ms=0,
+                scoring=scoring,
+                extra={"num_shards": "8"},
+            ),
+        )
+        try:
+            results.append(
+                await replay(
+                    records,
+                    target,
+                    ReplayOptions(key_format=key_format, tp=tp, sample_every=0, progress=False),
+                )
+            )
+            stored.append(await target.stored_keys())
+        finally:
+            await target.close()
+    model, store = results
+    assert store.evicted_keys > 0, "the slice must put the store under pressure"
+    for field in ("hits", "puts_ok", "puts_failed", "evicted_keys", "stored_final"):
+        assert getattr(model, field) == getattr(store, field), field
+    assert stored[0] == stored[1], "the same blocks stored at the end"
+    assert store.health["orphans_max"] == 0 == store.health["incomplete_max"]

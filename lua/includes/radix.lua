@@ -2,7 +2,8 @@
 --
 -- Node HASH fields: p parent hash ('' = unknown/root), ps parent shard (-1 = none), g link
 -- generation of the edge parent->node, t created (ms), s leaf score, h hits, om '1' while its
--- children are marked as orphans.
+-- children are marked as orphans; with the tiered leaf policy also k logical stamp, x '1' once
+-- it had a child (radix_tier_*).
 -- Children ZSET: child hash -> link generation. A node is in the leaves index exactly when it has
 -- registered keys and no children. Cross-shard steps are returned as continuations
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
@@ -16,12 +17,68 @@
 -- subtrees first; the put guard refuses a child of a marked node.
 --!include common.lua
 
+-- The tiered leaf policy (eviction/policy.py): the shard's stats hold the tier protections
+-- ('F/X/Y' turnovers, written at start; absent: lru / lru-freq, the index is scored by s), the
+-- turnover T and the logical clock (blocks evicted so far), both published by the evictor
+-- after each pass. Read once per shard and script call.
+local radix_tier_cache = {}
+local function radix_tier_state(tag)
+  local st = radix_tier_cache[tag]
+  if st == nil then
+    local f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
+    st = false
+    if f[1] then
+      local off = {}
+      for v in string.gmatch(f[1], '[^/]+') do
+        table.insert(off, tonumber(v) or 0)
+      end
+      st = { off = off, turnover = tonumber(f[2]) or 0, clock = tonumber(f[3]) or 0 }
+    end
+    radix_tier_cache[tag] = st
+  end
+  return st
+end
+
+-- The leaf index score of node h, for every index event: s (the newest lease timeout) unless
+-- tiered; tiered: stamp k + the protection of the node's tier x T, tier found (h > 0), exposed
+-- (x), fresh. A bonus over the stamp, bounded by the largest protection.
+local function radix_leaf_score(tag, h)
+  local st = radix_tier_state(tag)
+  if not st then
+    return tonumber(redis.call('HGET', K.node(tag, h), F.node.score)) or 0
+  end
+  local f = redis.call('HMGET', K.node(tag, h), F.node.stamp, F.node.hits, F.node.exposed)
+  local tier = 1
+  if (tonumber(f[2]) or 0) > 0 then
+    tier = 3
+  elseif f[3] == '1' then
+    tier = 2
+  end
+  return (tonumber(f[1]) or 0) + (st.off[tier] or 0) * st.turnover
+end
+
+-- Tiered: node h was put or found now (its stamp becomes the logical clock).
+local function radix_tier_stamp(tag, h)
+  local st = radix_tier_state(tag)
+  if st then
+    redis.call('HSET', K.node(tag, h), F.node.stamp, st.clock)
+  end
+end
+
+local function radix_zadd_leaf(tag, h, xx)
+  local z = string.format('%.17g', radix_leaf_score(tag, h))
+  if xx then
+    redis.call('ZADD', K.leaves(tag), 'XX', z, h)
+  else
+    redis.call('ZADD', K.leaves(tag), z, h)
+  end
+end
+
 local function radix_refresh_leaf(tag, h)
   local nk = redis.call('SCARD', K.node_keys(tag, h))
   local nc = redis.call('ZCARD', K.node_children(tag, h))
   if nk > 0 and nc == 0 then
-    local s = redis.call('HGET', K.node(tag, h), F.node.score)
-    redis.call('ZADD', K.leaves(tag), tonumber(s) or 0, h)
+    radix_zadd_leaf(tag, h, false)
   else
     redis.call('ZREM', K.leaves(tag), h)
   end
@@ -33,6 +90,7 @@ local function radix_create(tag, h, now)
     return false
   end
   redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
+  radix_tier_stamp(tag, h)
   redis.call('SADD', K.nodes(tag), h)
   redis.call('HINCRBY', K.stats(tag), F.stats.nodes, 1)
   return true
@@ -49,6 +107,9 @@ local function radix_link_edge(tag, parent, child, now)
   end
   redis.call('ZADD', ckey, gen, child)
   redis.call('ZREM', K.leaves(tag), parent)
+  if radix_tier_state(tag) then
+    redis.call('HSET', K.node(tag, parent), F.node.exposed, '1')
+  end
   return gen
 end
 
@@ -241,5 +302,10 @@ local function radix_touch(tag, h, lease_timeout)
     redis.call('HSET', nkey, F.node.score, s)
   end
   redis.call('HINCRBY', nkey, F.node.hits, 1)
-  redis.call('ZADD', K.leaves(tag), 'XX', s, h)
+  if radix_tier_state(tag) then
+    radix_tier_stamp(tag, h)
+    radix_zadd_leaf(tag, h, true)
+  else
+    redis.call('ZADD', K.leaves(tag), 'XX', s, h)
+  end
 end

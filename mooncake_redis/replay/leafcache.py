@@ -125,6 +125,8 @@ class LeafCache(Generic[K]):
         self.now_ms = 0.0
         self.puts = 0
         """blocks put so far"""
+        self.turnover = 0
+        """blocks stored after the last pass (the store's evictor publishes it: ``tiered``)"""
         self.c = CacheCounters()
         self._evicted: list[K] = []
         policy.bind(self)
@@ -227,6 +229,7 @@ class LeafCache(Generic[K]):
             self.policy.requeue(node)
         if freed:
             self.c.evictions += 1
+        self.turnover = len(self.nodes)
         return freed
 
     def drain_evicted(self) -> list[K]:
