@@ -80,7 +80,8 @@ class TieredPolicy(LeafPolicy):
     a hit stamps the node with the clock (k); the leaves index scores a leaf k + P x T at each
     index event (``radix_leaf_score``), P = F (default 0) for a *fresh* leaf (never found, never
     extended: in the FAST'25 traces mostly a prompt's partial last block), X (1) for an
-    *exposed* one (it once had a child: a full prefix block a request went past), Y (1.75) for
+    *exposed* one (a put of a child was tried under it: a full prefix block a request went past;
+    the mark is made when the child is linked, room or not), Y (1.75) for
     one *found* by a later request. Bounded (no leaf outlives LRU by more than Y turnovers) and
     independent of the replay's or the clients' speed. A fresh leaf created less than G ms
     (100) ago is not a victim while an older leaf is: it may be the last block of a put batch

@@ -22,8 +22,8 @@ class Tiered(Generic[K]):
     ``LeafCache.turnover``), fixed when the leaf is indexed (put, hit, exposed), as the store's
     leaves index is scored: F (default 0) for a *fresh* leaf (never found since its put and
     never extended: no evidence of reuse; in a FAST'25 trace usually a prompt's partial last
-    block), X (default 1) for an *exposed* one (never found, but it once had a child: a
-    request went past it, so it is a full prefix block), Y (default 1.75) for a leaf *found*
+    block), X (default 1) for an *exposed* one (never found, but a put of a child was tried
+    under it: a request went past it, so it is a full prefix block), Y (default 1.75) for a leaf *found*
     by a later request at least once. Equal scores go by block name (the index's member
     order). Bounded (no leaf outlives LRU by more than Y turnovers). Fresh leaves rarely live
     long enough for X to matter; Y - X, the edge of a found leaf over an exposed one, is the
@@ -57,7 +57,13 @@ class Tiered(Generic[K]):
 
     @staticmethod
     def tier(node: Node[K]) -> int:
-        return 2 if node.refs > 0 else (1 if node.fan > 0 else 0)
+        return 2 if node.refs > 0 else (1 if node.linked else 0)
+
+    def linked(self, node: Node[K]) -> None:
+        """A put of a child was tried under it: a leaf still (the child may be refused) goes
+        to the exposed tier now, as the store re-indexes it when it rolls the refusal back."""
+        if node.children == 0:
+            self._index(node)
 
     def _index(self, node: Node[K]) -> None:
         assert self.cache is not None, "bind() first"
