@@ -121,8 +121,10 @@ def _tiered(spec: str, arg: str) -> TieredPolicy:
             f"eviction_policy: expected tiered[:FRESH/EXPOSED/FOUND[/GRACE_MS]] with finite "
             f"values >= 0 (turnovers, ms), got {spec!r}",
         )
-    names = ("fresh", "exposed", "found", "grace_ms")
-    return TieredPolicy(**dict(zip(names, values)))
+    if not values:
+        return TieredPolicy()
+    grace = values[3] if len(values) == 4 else 100.0
+    return TieredPolicy(fresh=values[0], exposed=values[1], found=values[2], grace_ms=grace)
 
 
 POLICY_NAMES = ("lru", "lru-freq", "tiered")

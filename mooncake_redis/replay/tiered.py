@@ -23,8 +23,8 @@ class Tiered(Generic[K]):
     leaves index is scored: F (default 0) for a *fresh* leaf (never found since its put and
     never extended: no evidence of reuse; in a FAST'25 trace usually a prompt's partial last
     block), X (default 1) for an *exposed* one (never found, but a put of a child was tried
-    under it: a request went past it, so it is a full prefix block), Y (default 1.75) for a leaf *found*
-    by a later request at least once. Equal scores go by block name (the index's member
+    under it: a request went past it, so it is a full prefix block), Y (default 1.75) for a
+    leaf *found* by a later request at least once. Equal scores go by block name (the index's member
     order). Bounded (no leaf outlives LRU by more than Y turnovers). Fresh leaves rarely live
     long enough for X to matter; Y - X, the edge of a found leaf over an exposed one, is the
     knob.
