@@ -187,3 +187,25 @@ async def test_reference_model_makes_the_stores_choices(
         assert getattr(model, field) == getattr(store, field), field
     assert stored[0] == stored[1], "the same blocks stored at the end"
     assert store.health["orphans_max"] == 0 == store.health["incomplete_max"]
+
+
+def test_cli_compare_on_the_store_prints_one_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--compare`` on our store (embedded): one row per policy, the same columns as on the
+    model (hit rate, orphans, incomplete blocks, evictions)."""
+    import argparse
+
+    from mooncake_redis.cli.replay import add_replay_parser
+
+    p = argparse.ArgumentParser(prog="mooncake-redis")
+    add_replay_parser(p.add_subparsers(dest="cmd", required=True))
+    args = p.parse_args(
+        ["replay", "--trace", str(TRACE), "--target", "redis", "--limit", "40",
+         "--capacity-blocks", "120", "--lease-ttl-ms", "0", "--compare", "lru,tiered",
+         "--no-progress"]
+    )  # fmt: skip
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "redis " in line]
+    assert [r.split("│")[1].strip() for r in rows] == ["redis lru", "redis tiered"]
+    assert all("0.0 / 0" in r for r in rows)  # orphans and incomplete blocks: none
+    assert "evictions" in out and "hit rate" in out
