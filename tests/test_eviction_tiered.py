@@ -46,7 +46,7 @@ async def test_tiered_found_leaf_outlives_lru_by_a_bounded_protection(make_servi
     """Protections in turnovers: a found leaf goes once the clock has passed its stamp plus
     its protection, however many times it was found (a bonus, never unbounded)."""
     svc = await evict_service(
-        make_service, 60 * OBJ, eviction_policy="tiered:0/0/1", default_kv_lease_ttl_ms=0
+        make_service, 60 * OBJ, eviction_policy="tiered:0/0/1/0", default_kv_lease_ttl_ms=0
     )
     await _warm(svc, 3)  # turnover 2, clock 1
     hot = h("hot")
