@@ -252,6 +252,7 @@ class Eviction:
     async def _publish_clocks(self, lease: EvictorLease, evicted: int) -> None:
         """After a pass, tiered: the turnover (blocks stored now) and the logical clock
         (raised by the leaves this pass evicted), read by puts and hits until the next pass."""
+        await self.ctx.checkpoint("evict:publish")
         await lease.ensure()
         turnover = (await self.ctx.shard_totals("nodes"))["nodes"]
         if not await lua.evict_publish(self.ctx, lease.head(), turnover, evicted):
