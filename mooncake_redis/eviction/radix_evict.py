@@ -22,7 +22,9 @@ after its children when both live on one node (on a single Redis, always).
 Exact global order: a shard's unread leaves score at least its cursor's lease (policies only
 add bonuses), so the best candidate in the heap is taken only when its score is not above the
 cursor of any shard that still has unread leaves; otherwise those shards are read further
-first (a bounded number of times per round).
+first (a bounded number of times per round). ``tiered`` scores the index itself (logical time,
+many equal scores): its ties go by member name, the index's own order, so the comparison is on
+(score, member); its young fresh leaves (the put grace) sort after every other leaf.
 """
 
 from __future__ import annotations
