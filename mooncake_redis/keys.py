@@ -92,6 +92,8 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "hits": "h",
         "nkeys": "nk",  # registered keys; each also a field '.'+rest or '/'+key (radix.lua)
         "nchildren": "nc",  # children; each also a field '>'+32 bytes or '<'+hash -> generation
+        "stamp": "k",  # tiered: the shard's logical clock at the node's last put or hit
+        "exposed": "x",  # tiered: '1' once the node had a child
     },
     "stats": {  # {<ns>:<i>}:stats
         "nodes": "nodes",
@@ -99,6 +101,9 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "objects": "objects",
         "evicted_keys": "evicted_keys",
         "fence": "fence",  # the highest evictor epoch that wrote in the shard
+        "tier_offsets": "tof",  # tiered: 'F/X/Y' protections in turnovers (absent: s scores)
+        "turnover": "tto",  # tiered: blocks stored after the last pass (published by it)
+        "clock": "tlc",  # tiered: blocks evicted so far (the logical clock, published per pass)
     },
     "info": {  # {<ns>:s:<segment>}:info
         "name": "name",

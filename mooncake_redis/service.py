@@ -79,6 +79,7 @@ class MasterService:
             await backend.connect()
             if create:
                 await service.namespace.check()
+                await service.eviction.record_policy()
             else:
                 await service.namespace.open_existing()
         except BaseException:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -194,6 +194,13 @@ async def op_evict(w: World) -> Any:
     return await w.svc.evict_once(force=True, max_objects=4)  # type: ignore[attr-defined]
 
 
+async def op_evict_tiered(w: World) -> Any:
+    """The same pass under the tiered leaf policy: its last step publishes the clocks."""
+    w.svc.ctx.config = replace(w.svc.ctx.config, eviction_policy="tiered:0/1/1.75/0")
+    await w.svc.eviction.record_policy()
+    return await w.svc.evict_once(force=True, max_objects=4)  # type: ignore[attr-defined]
+
+
 ALL_OBJECTS = {"*"}
 # What a client does after its call failed, before the store must be clean again (None: nothing).
 RETRY: dict[str, Op] = {"mount": op_mount}
@@ -210,6 +217,7 @@ OPS: dict[str, tuple[Op, Callable[[World], set[str]]]] = {
     "janitor_stale_put": (op_janitor_stale_put, lambda w: set()),
     "expire_clients": (op_expire_clients, lambda w: ALL_OBJECTS),
     "evict": (op_evict, lambda w: ALL_OBJECTS),  # fsck, the parent rule and repair still hold
+    "evict_tiered": (op_evict_tiered, lambda w: ALL_OBJECTS),
 }
 
 

@@ -183,6 +183,7 @@ async def test_study_fast_path_equals_the_driver_on_the_model(
 def test_tiered_evicts_fresh_tails_first_then_exposed_then_found() -> None:
     c = _cache(1_000, "tiered", high_watermark=1.0)
     c.now_ms = 0.0
+    c.turnover = 1_000  # as a pass publishes it: protections are fixed at each index event
     # A chain 0-1-2 found once by a later request, then five fresh roots, all newer.
     c.put([(0, None, 1), (1, 0, 1), (2, 1, 1)])
     c.tick()
@@ -210,6 +211,8 @@ def test_tiered_protection_is_bounded_by_its_turnovers() -> None:
     assert node is not None and node.block == 0
     with pytest.raises(ValueError, match="tiered:FRESH/EXPOSED/FOUND"):
         make_policy("tiered:1/2")
+    with pytest.raises(ValueError, match=">= 0"):
+        make_policy("tiered:0/1/1/-5")
     with pytest.raises(ValueError, match=">= 0"):
         make_policy("tiered:0/-1/1")
 
@@ -325,7 +328,7 @@ def test_cli_store_refuses_a_model_only_policy_up_front(
     trace = tmp_path / "t.jsonl"
     dump_trace(_records()[:5], trace)
     args = _parser().parse_args(
-        ["replay", "--trace", str(trace), "--target", "redis", "--scoring", "tiered"]
+        ["replay", "--trace", str(trace), "--target", "redis", "--scoring", "arc"]
     )
     assert args.func(args) == 2
     assert "--target model" in capsys.readouterr().err

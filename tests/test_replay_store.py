@@ -135,3 +135,78 @@ async def test_reference_model_matches_the_store(
     assert store.evicted_keys > 0, "the slice must put the store under pressure"
     for field in ("hits", "puts_ok", "puts_failed", "evicted_keys", "stored_final"):
         assert getattr(model, field) == getattr(store, field), field
+
+
+@pytest.mark.parametrize(
+    ("scoring", "key_format", "tp"),
+    [
+        ("lru", "mla", 1),
+        ("tiered:0/1/1.75/0", "mla", 1),
+        ("tiered:0/1/1.75/0", "mha", 2),
+        ("tiered:0.5/1/2/1e9", "mla", 1),
+    ],
+)
+async def test_reference_model_makes_the_stores_choices(
+    backend_url: str, scoring: str, key_format: str, tp: int
+) -> None:
+    """The store (the embedded one too) and the model hold the same blocks at every health
+    sample and at the end, and count the same hits, puts and evictions. ``tiered``'s grace is
+    in each one's own clock (the store's Redis ms, the model's replay clock), so it is taken
+    at the two ends where the clocks cannot differ: 0 (no grace) and 1e9 ms (every fresh
+    leaf waits until nothing else is left). MHA: a shorter slice (8 keys a block are 4x the
+    work, and the embedded store runs the same Lua far slower than Redis)."""
+    records = load_trace(TRACE, limit=150 if key_format == "mla" else 80)
+    per_block = objects_per_block(key_format, tp)
+    results, stored = [], []
+    for name in ("model", "redis"):
+        target = await create_any_target(
+            name,
+            TargetOptions(
+                capacity_blocks=300,
+                objects_per_block=per_block,
+                value_size=1024,
+                redis_url=backend_url,
+                lease_ttl_ms=0,
+                scoring=scoring,
+                extra={"num_shards": "8"},
+            ),
+        )
+        try:
+            results.append(
+                await replay(
+                    records,
+                    target,
+                    ReplayOptions(key_format=key_format, tp=tp, sample_every=0, progress=False),
+                )
+            )
+            stored.append(await target.stored_keys())
+        finally:
+            await target.close()
+    model, store = results
+    assert store.evicted_keys > 0, "the slice must put the store under pressure"
+    for field in ("hits", "puts_ok", "puts_failed", "evicted_keys", "stored_final"):
+        assert getattr(model, field) == getattr(store, field), field
+    assert stored[0] == stored[1], "the same blocks stored at the end"
+    assert store.health["orphans_max"] == 0 == store.health["incomplete_max"]
+
+
+def test_cli_compare_on_the_store_prints_one_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--compare`` on our store (embedded): one row per policy, the same columns as on the
+    model (hit rate, orphans, incomplete blocks, evictions)."""
+    import argparse
+
+    from mooncake_redis.cli.replay import add_replay_parser
+
+    p = argparse.ArgumentParser(prog="mooncake-redis")
+    add_replay_parser(p.add_subparsers(dest="cmd", required=True))
+    args = p.parse_args(
+        ["replay", "--trace", str(TRACE), "--target", "redis", "--limit", "40",
+         "--capacity-blocks", "120", "--lease-ttl-ms", "0", "--compare", "lru,tiered",
+         "--no-progress"]
+    )  # fmt: skip
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "redis " in line]
+    assert [r.split("│")[1].strip() for r in rows] == ["redis lru", "redis tiered"]
+    assert all("0.0 / 0" in r for r in rows)  # orphans and incomplete blocks: none
+    assert "evictions" in out and "hit rate" in out

@@ -110,10 +110,14 @@ local function evict_leaf_state(tag, h, now, any_node)
   return 'ok', bytes, objs, soft
 end
 
--- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent, parent shard}.
-local function evict_leaf_row(tag, h, bytes, objs, soft)
-  local f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard)
-  return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1' }
+-- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent, parent
+-- shard, index score z, age ms, exposed 0/1}: z is the leaf's score in the leaves index, or for
+-- a node not in it yet (a parent read ahead) the score it will get there (radix_leaf_score).
+local function evict_leaf_row(tag, h, bytes, objs, soft, now)
+  local f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.created_ms, F.node.exposed)
+  local z = redis.call('ZSCORE', K.leaves(tag), h) or string.format('%.17g', radix_leaf_score(tag, h))
+  local age = now - (tonumber(f[5]) or 0)
+  return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, age, f[6] == '1' and 1 or 0 }
 end
 
 -- Evicts leaf h: erases every stored key (frees to the outbox, unregistered from the radix

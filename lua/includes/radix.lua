@@ -7,7 +7,8 @@
 -- it: '.' alone for an MLA key, '._0_k' for an MHA one), '/' .. key for any other, value '1';
 -- nc the count of children, and one field per child edge (no ZSET per node), value the link
 -- generation: '>' .. the 32 bytes of a child hash of 64 lowercase hex digits (so the HASH stays
--- listpack-encoded: fields <= 64 bytes), '<' .. the hash for any other.
+-- listpack-encoded: fields <= 64 bytes), '<' .. the hash for any other. With the tiered leaf
+-- policy also k logical stamp, x '1' once it had a child (radix_tier_*).
 -- A node is in the leaves index exactly when it has
 -- registered keys and no children. Cross-shard steps are returned as continuations
 -- {parent, parent_shard, child, gen} for the caller to run in the parent's shard (unlink
@@ -121,12 +122,68 @@ local function radix_children(tag, h)
   return out
 end
 
+-- The tiered leaf policy (eviction/policy.py): the shard's stats hold the tier protections
+-- ('F/X/Y' turnovers, written at start; absent: lru / lru-freq, the index is scored by s), the
+-- turnover T and the logical clock (blocks evicted so far), both published by the evictor
+-- after each pass. Read once per shard and script call.
+local radix_tier_cache = {}
+local function radix_tier_state(tag)
+  local st = radix_tier_cache[tag]
+  if st == nil then
+    local f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
+    st = false
+    if f[1] then
+      local off = {}
+      for v in string.gmatch(f[1], '[^/]+') do
+        table.insert(off, tonumber(v) or 0)
+      end
+      st = { off = off, turnover = tonumber(f[2]) or 0, clock = tonumber(f[3]) or 0 }
+    end
+    radix_tier_cache[tag] = st
+  end
+  return st
+end
+
+-- The leaf index score of node h, for every index event: s (the newest lease timeout) unless
+-- tiered; tiered: stamp k + the protection of the node's tier x T, tier found (h > 0), exposed
+-- (x), fresh. A bonus over the stamp, bounded by the largest protection.
+local function radix_leaf_score(tag, h)
+  local st = radix_tier_state(tag)
+  if not st then
+    return tonumber(redis.call('HGET', K.node(tag, h), F.node.score)) or 0
+  end
+  local f = redis.call('HMGET', K.node(tag, h), F.node.stamp, F.node.hits, F.node.exposed)
+  local tier = 1
+  if (tonumber(f[2]) or 0) > 0 then
+    tier = 3
+  elseif f[3] == '1' then
+    tier = 2
+  end
+  return (tonumber(f[1]) or 0) + (st.off[tier] or 0) * st.turnover
+end
+
+-- Tiered: node h was put or found now (its stamp becomes the logical clock).
+local function radix_tier_stamp(tag, h)
+  local st = radix_tier_state(tag)
+  if st then
+    redis.call('HSET', K.node(tag, h), F.node.stamp, st.clock)
+  end
+end
+
+local function radix_zadd_leaf(tag, h, xx)
+  local z = string.format('%.17g', radix_leaf_score(tag, h))
+  if xx then
+    redis.call('ZADD', K.leaves(tag), 'XX', z, h)
+  else
+    redis.call('ZADD', K.leaves(tag), z, h)
+  end
+end
+
 local function radix_refresh_leaf(tag, h)
   local nk = radix_nkeys(tag, h)
   local nc = radix_nchildren(tag, h)
   if nk > 0 and nc == 0 then
-    local s = redis.call('HGET', K.node(tag, h), F.node.score)
-    redis.call('ZADD', K.leaves(tag), tonumber(s) or 0, h)
+    radix_zadd_leaf(tag, h, false)
   else
     redis.call('ZREM', K.leaves(tag), h)
   end
@@ -158,6 +215,7 @@ local function radix_create(tag, h, now, acc)
     return false
   end
   redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
+  radix_tier_stamp(tag, h)
   if acc then
     acc.nodes = acc.nodes + 1
   else
@@ -176,6 +234,9 @@ local function radix_link_edge(tag, parent, child, now)
   end
   radix_set_child(tag, parent, child, gen)
   redis.call('ZREM', K.leaves(tag), parent)
+  if radix_tier_state(tag) then
+    redis.call('HSET', K.node(tag, parent), F.node.exposed, '1')
+  end
   return gen
 end
 
@@ -245,6 +306,9 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   if not cur then
     radix_create(tag, h, now, own)
     score = now
+  end
+  if radix_tier_state(tag) then
+    score = string.format('%.17g', radix_leaf_score(tag, h))
   end
   if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
     redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
@@ -398,13 +462,19 @@ end
 -- (its score stays the node's s). Two calls per node, one per shard.
 local function radix_touch(tag, nodes)
   local leaves = {}
+  local tiered = radix_tier_state(tag)
   for _, t in ipairs(nodes) do
     local nkey = K.node(tag, t[1])
     local f = redis.call('HMGET', nkey, unpack(RADIX_TOUCH_FIELDS))
     if f[1] or f[2] then -- radix_create writes both; neither: no node
       local s = radix_touch_score(f, t[2])
       redis.call('HSET', nkey, F.node.score, s, F.node.hits, (tonumber(f[2]) or 0) + t[3])
-      leaves[#leaves + 1] = s
+      if tiered then -- found now: a new stamp, and the leaf scored by its tier
+        radix_tier_stamp(tag, t[1])
+        leaves[#leaves + 1] = string.format('%.17g', radix_leaf_score(tag, t[1]))
+      else
+        leaves[#leaves + 1] = s
+      end
       leaves[#leaves + 1] = t[1]
     end
   end

@@ -25,7 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", type=positive_int, default=20, help="blocks per chain")
     p.add_argument("--repeat", type=positive_int, default=3, help="timed passes per tree")
     p.add_argument("--num-shards", type=positive_int, default=64, help="hash-tag shards")
-    p.add_argument("--policy", type=scoring, default="lru", help="leaf scoring: lru, lru-freq[:W]")
+    p.add_argument(
+        "--policy",
+        type=scoring,
+        default="lru",
+        help="leaf scoring: lru, lru-freq[:W], tiered[:F/X/Y[/G]]",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
 
 

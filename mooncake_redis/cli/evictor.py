@@ -43,7 +43,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--policy",
         type=scoring,
-        help="leaf scoring: lru or lru-freq[:W] (default: env MOONCAKE_REDIS_EVICTION_POLICY)",
+        help=(
+            "leaf scoring: lru, lru-freq[:W] or tiered[:F/X/Y[/G]] "
+            "(default: env MOONCAKE_REDIS_EVICTION_POLICY)"
+        ),
     )
     p.add_argument(
         "--check-interval-ms", type=positive_int, default=20, help="watermark check period"

@@ -42,7 +42,8 @@ def _add_store_options(p: argparse.ArgumentParser) -> None:
         type=leaf_policy,
         default=_env("EVICTION_POLICY", "lru"),
         help=(
-            "radix leaf policy: lru or lru-freq[:W] on our store; on the model also every "
+            "radix leaf policy: lru, lru-freq[:W] or tiered[:F/X/Y[/G]] on our store; on the "
+            "model also every "
             "candidate of the policy study, e.g. arc, s3fifo, 2q, lru-refs (default lru)"
         ),
     )

@@ -225,6 +225,8 @@ class Eviction:
                 await OrphanEvictor(self.deps, lease, result, goal).run()
                 if not goal.satisfied():
                     await RadixEvictor(self.deps, lease, policy, result, goal).run()
+                if policy.tier_offsets():
+                    await self._publish_clocks(lease, result.evicted_leaves)
                 result.used_after = goal.used
             else:
                 result.mode, result.policy = "batch", "batch-evict"
@@ -239,6 +241,22 @@ class Eviction:
         result.seconds = time.perf_counter() - t0
         self.ctx.metrics.record(result)
         return result
+
+    async def record_policy(self) -> int:
+        """At start: the leaf policy's tier protections into every shard (the radix include
+        scores the leaves index with them); a shard whose scoring changed is rescored."""
+        if not self.ctx.config.enable_radix_tree:
+            return 0
+        return await lua.radix_policy(self.ctx, self.policy.tier_offsets())
+
+    async def _publish_clocks(self, lease: EvictorLease, evicted: int) -> None:
+        """After a pass, tiered: the turnover (blocks stored now) and the logical clock
+        (raised by the leaves this pass evicted), read by puts and hits until the next pass."""
+        await self.ctx.checkpoint("evict:publish")
+        await lease.ensure()
+        turnover = (await self.ctx.shard_totals("nodes"))["nodes"]
+        if not await lua.evict_publish(self.ctx, lease.head(), turnover, evicted):
+            lease.lost()
 
     def _eager_orphans_due(self) -> bool:
         if not self.ctx.config.enable_radix_tree or self.ctx.config.orphan_eviction != "eager":

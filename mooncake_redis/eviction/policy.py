@@ -9,6 +9,10 @@ malus): the evictor then knows that a leaf it has not read yet scores at least t
 ``s``, reads further until the best candidate it holds is provably the best of its shard, and a
 frequency-favoured old leaf is still chosen once the younger leaves have gone (its bonus is
 bounded).
+
+``tiered`` scores the index itself, in the store's logical time (blocks evicted so far, see
+``TieredPolicy``): its index score is already the policy's score, so the walk reads in policy
+order and the cost of a pass follows what it evicts.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
+from ..lua_calls import LeafRow
 
 
 @dataclass(frozen=True)
@@ -26,8 +31,23 @@ class LeafPolicy:
 
     name: str = "lru"
 
+    ties_by_name = False
+    """whether equal scores go in the index's member order (exact merge of the shards)"""
+
     def score(self, s: float, hits: int) -> float:
         return s
+
+    def candidate_score(self, row: LeafRow) -> float:
+        """The policy's score of a candidate the evictor read."""
+        return self.score(row.score, row.hits)
+
+    def young(self, row: LeafRow) -> bool:
+        """Whether the leaf goes only after every leaf that is not young."""
+        return False
+
+    def tier_offsets(self) -> str:
+        """What the radix include scores the leaves index with ('' = by s)."""
+        return ""
 
     def describe(self) -> str:
         return self.name
@@ -51,11 +71,67 @@ class LruFreqPolicy(LeafPolicy):
         return f"{self.name}:{self.weight_ms:g}"
 
 
-POLICY_NAMES = ("lru", "lru-freq")
+@dataclass(frozen=True)
+class TieredPolicy(LeafPolicy):
+    """``tiered[:F/X/Y[/G]]``: leaf-first LRU in logical time with three tiers of protection.
+
+    The store's logical clock is the number of blocks evicted so far and a turnover T is the
+    blocks stored, both published by the evictor after each pass (``evict_publish``). A put or
+    a hit stamps the node with the clock (k); the leaves index scores a leaf k + P x T at each
+    index event (``radix_leaf_score``), P = F (default 0) for a *fresh* leaf (never found, never
+    extended: in the FAST'25 traces mostly a prompt's partial last block), X (1) for an
+    *exposed* one (a put of a child was tried under it: a full prefix block a request went past;
+    the mark is made when the child is linked, room or not), Y (1.75) for
+    one *found* by a later request. Bounded (no leaf outlives LRU by more than Y turnovers) and
+    independent of the replay's or the clients' speed. A fresh leaf created less than G ms
+    (100) ago is not a victim while an older leaf is: it may be the last block of a put batch
+    whose request goes on in the next batch. The reference model's ``tiered`` makes the same
+    choices (tests/test_replay_store.py); why it wins: docs/eviction.md."""
+
+    name: str = "tiered"
+    fresh: float = 0.0
+    exposed: float = 1.0
+    found: float = 1.75
+    grace_ms: float = 100.0
+    ties_by_name = True
+
+    def candidate_score(self, row: LeafRow) -> float:
+        return row.zscore
+
+    def young(self, row: LeafRow) -> bool:
+        return row.hits <= 0 and not row.exposed and row.age_ms < self.grace_ms
+
+    def tier_offsets(self) -> str:
+        return f"{self.fresh!r}/{self.exposed!r}/{self.found!r}"
+
+    def describe(self) -> str:
+        out = f"{self.name}:{self.fresh:g}/{self.exposed:g}/{self.found:g}"
+        return out + (f"/{self.grace_ms:g}" if self.grace_ms != 100.0 else "")
+
+
+def _tiered(spec: str, arg: str) -> TieredPolicy:
+    parts = arg.split("/") if arg else []
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = [-1.0]
+    if (parts and len(parts) not in (3, 4)) or not all(v >= 0 and math.isfinite(v) for v in values):
+        raise MooncakeError(
+            ErrorCode.INVALID_PARAMS,
+            f"eviction_policy: expected tiered[:FRESH/EXPOSED/FOUND[/GRACE_MS]] with finite "
+            f"values >= 0 (turnovers, ms), got {spec!r}",
+        )
+    if not values:
+        return TieredPolicy()
+    grace = values[3] if len(values) == 4 else 100.0
+    return TieredPolicy(fresh=values[0], exposed=values[1], found=values[2], grace_ms=grace)
+
+
+POLICY_NAMES = ("lru", "lru-freq", "tiered")
 
 
 def get_policy(spec: str, config: Config | None = None) -> LeafPolicy:
-    """``lru`` | ``lru-freq`` | ``lru-freq:<weight ms>``."""
+    """``lru`` | ``lru-freq[:<weight ms>]`` | ``tiered[:F/X/Y[/grace ms]]``."""
     name, _, arg = spec.strip().partition(":")
     if name == "lru" and not arg:
         return LeafPolicy()
@@ -71,6 +147,8 @@ def get_policy(spec: str, config: Config | None = None) -> LeafPolicy:
                     ErrorCode.INVALID_PARAMS, f"eviction_policy: bad weight in {spec!r}"
                 )
         return LruFreqPolicy(weight_ms=weight)
+    if name == "tiered":
+        return _tiered(spec, arg)
     raise MooncakeError(
         ErrorCode.INVALID_PARAMS,
         f"eviction_policy: unknown policy {spec!r}; expected one of {', '.join(POLICY_NAMES)}",

@@ -22,7 +22,9 @@ after its children when both live on one node (on a single Redis, always).
 Exact global order: a shard's unread leaves score at least its cursor's lease (policies only
 add bonuses), so the best candidate in the heap is taken only when its score is not above the
 cursor of any shard that still has unread leaves; otherwise those shards are read further
-first (a bounded number of times per round).
+first (a bounded number of times per round). ``tiered`` scores the index itself (logical time,
+many equal scores): its ties go by member name, the index's own order, so the comparison is on
+(score, member); its young fresh leaves (the put grace) sort after every other leaf.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ SIDE_CHAIN_DEPTH = 4  # nodes read up each of those
 
 @dataclass(order=True)
 class Candidate:
+    young: bool  # the policy's grace: after every leaf that is not young
     score: float
+    tie: str  # equal scores: the index's member order when the policy says so, else read order
     seq: int
     h: str = field(compare=False)
     shard: int = field(compare=False)
@@ -77,8 +81,9 @@ class _ShardCursor:
     k: int = 4  # window size (small: most passes evict a few leaves), doubled when it runs dry
 
     @property
-    def horizon(self) -> float:
-        return float(self.score) if self.score else float("-inf")
+    def horizon(self) -> tuple[bool, float, str]:
+        """No unread leaf of the shard sorts before this (index order: score, then member)."""
+        return (False, float(self.score) if self.score else float("-inf"), self.member)
 
 
 class RadixEvictor:
@@ -105,13 +110,15 @@ class RadixEvictor:
         self.depth: dict[str, int] = {}
         self.allow_soft = False
         self._seq = itertools.count()
-        self._horizon: float | None = None  # cached; None after any cursor moved
+        self._horizon: tuple[bool, float, str] | None = None  # cached; None once a cursor moved
         self._nodes: dict[int, str] = {}
 
     # -- reading ----------------------------------------------------------------------------
     def _candidate(self, row: lua.LeafRow, shard: int) -> Candidate:
         return Candidate(
-            self.policy.score(row.score, row.hits),
+            self.policy.young(row),
+            self.policy.candidate_score(row),
+            row.h if self.policy.ties_by_name else "",
             next(self._seq),
             row.h,
             shard,
@@ -216,15 +223,19 @@ class RadixEvictor:
         if a.candidate is not None and n >= a.children:
             self._add(a.candidate)
 
-    def _blocking_shards(self, score: float) -> list[int]:
-        """Shards whose unread leaves might score below ``score``."""
+    def _blocking_shards(self, c: Candidate | None) -> list[int]:
+        """Shards whose unread leaves might go before candidate ``c`` (None: any leaf)."""
         if self._horizon is None:  # the lowest cursor of a shard with unread leaves
             self._horizon = min(
-                (c.horizon for c in self.cursors if not c.exhausted), default=float("inf")
+                (c.horizon for c in self.cursors if not c.exhausted),
+                default=(True, float("inf"), ""),
             )
-        if score <= self._horizon:
+        key = (True, float("inf"), "") if c is None else (c.young, c.score, c.tie)
+        if key <= self._horizon:
             return []
-        return [sh for sh, c in enumerate(self.cursors) if not c.exhausted and c.horizon < score]
+        return [
+            sh for sh, cur in enumerate(self.cursors) if not cur.exhausted and cur.horizon < key
+        ]
 
     # -- choosing ---------------------------------------------------------------------------
     async def pick(self) -> list[Candidate]:
@@ -235,10 +246,7 @@ class RadixEvictor:
         limit = self.deps.ctx.config.script_batch_size
         refills = 0
         while len(picked) < limit and (got_bytes < need_bytes or got_objects < need_objects):
-            if not self.heap:
-                blocking = self._blocking_shards(float("inf"))
-            else:
-                blocking = self._blocking_shards(self.heap[0].score)
+            blocking = self._blocking_shards(self.heap[0] if self.heap else None)
             if blocking and refills < MAX_REFILLS_PER_ROUND:
                 refills += 1
                 await self.refill(blocking)

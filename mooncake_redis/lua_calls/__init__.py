@@ -27,8 +27,10 @@ from .evict import (
     evict_leaves,
     evict_objects_scan,
     evict_orphans,
+    evict_publish,
     evict_unlinks_ack,
     evict_unlinks_peek,
+    radix_policy,
 )
 from .globals import (
     META_FIELDS,
@@ -133,6 +135,7 @@ __all__ = [
     "evict_leaves",
     "evict_objects_scan",
     "evict_orphans",
+    "evict_publish",
     "evict_request",
     "evict_unlinks_ack",
     "evict_unlinks_peek",
@@ -148,6 +151,7 @@ __all__ = [
     "parent_hints_put",
     "put_end",
     "put_revoke",
+    "radix_policy",
     "remove",
     "segment_deregister",
     "segment_drop",

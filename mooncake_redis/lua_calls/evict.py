@@ -32,10 +32,16 @@ class LeafRow(NamedTuple):
     soft: bool
     parent: str
     parent_shard: int
+    zscore: float = 0.0
+    """its score in the leaves index (or the one it will get there: a parent read ahead)"""
+    age_ms: int = 0
+    """since the node was created, by Redis time"""
+    exposed: bool = False
+    """it once had a child (the tiered policy's middle tier)"""
 
 
 def _leaf(row: Sequence[Any]) -> LeafRow:
-    h, s, hits, nbytes, objs, soft, parent, pshard = row
+    h, s, hits, nbytes, objs, soft, parent, pshard, z, age, exposed = row
     return LeafRow(
         _s(h),
         float(_s(s)),
@@ -45,6 +51,9 @@ def _leaf(row: Sequence[Any]) -> LeafRow:
         bool(int(soft)),
         _s(parent),
         int(_s(pshard)),
+        float(_s(z)),
+        int(age),
+        bool(int(exposed)),
     )
 
 
@@ -92,6 +101,21 @@ def _all_shards(ctx: Context) -> list[ShardItem]:
 async def evict_fence(ctx: Context, epoch: int) -> None:
     """``evict_fence``: every shard's fence up to ``epoch``."""
     await ctx.run_sharded("evict_fence", _all_shards(ctx), [epoch])
+
+
+async def evict_publish(ctx: Context, fence: Fence, turnover: int, evicted: int) -> bool:
+    """``evict_publish``: the tiered policy's turnover and logical clock after a pass; False
+    when fenced."""
+    replies = await ctx.run_sharded("evict_publish", _all_shards(ctx), [*fence, turnover, evicted])
+    return all(int(r) == 1 for _, r in replies)
+
+
+async def radix_policy(ctx: Context, offsets: str) -> int:
+    """``radix_policy``: records the tier protections ('' = not tiered) in every shard,
+    rescoring the leaves of a shard whose scoring changed; returns the leaves rescored."""
+    return sum(
+        int(r) for _, r in await ctx.run_sharded("radix_policy", _all_shards(ctx), [offsets])
+    )
 
 
 async def evict_unlinks_peek(ctx: Context) -> Journal:

@@ -53,6 +53,9 @@ class Node(Generic[K]):
     children: int = 0
     fan: int = 0
     """children it ever had (a shared prefix has many)"""
+    linked: bool = False
+    """a put of a child was tried under it (the store links a child before it knows whether
+    the put gets room: ``tiered``'s exposed tier)"""
     key: float = 0.0
     """the policy's priority while it is a leaf: lower goes first"""
     seg: int = 0
@@ -125,6 +128,8 @@ class LeafCache(Generic[K]):
         self.now_ms = 0.0
         self.puts = 0
         """blocks put so far"""
+        self.turnover = 0
+        """blocks stored after the last pass (the store's evictor publishes it: ``tiered``)"""
         self.c = CacheCounters()
         self._evicted: list[K] = []
         policy.bind(self)
@@ -163,13 +168,18 @@ class LeafCache(Generic[K]):
             if block in self.nodes:  # never overwritten
                 out.append(False)
                 continue
+            pnode = self.nodes.get(parent) if parent is not None else None
+            if pnode is not None and not pnode.linked:
+                pnode.linked = True  # the store links every put it tries, room or not
+                hook = getattr(self.policy, "linked", None)
+                if hook is not None:
+                    hook(pnode)
             if full or reserved + objects > self.capacity:
                 full = True  # reservations go in order: everything after the first miss fails
                 self.c.refused_no_room += 1
                 out.append(False)
                 continue
             reserved += objects  # every put reserves first, a refused one frees at the end
-            pnode = self.nodes.get(parent) if parent is not None else None
             if parent is not None and pnode is None:
                 self.c.refused_orphan += 1  # the put guard (also a parent refused above)
                 out.append(False)
@@ -227,6 +237,7 @@ class LeafCache(Generic[K]):
             self.policy.requeue(node)
         if freed:
             self.c.evictions += 1
+        self.turnover = len(self.nodes)
         return freed
 
     def drain_evicted(self) -> list[K]:

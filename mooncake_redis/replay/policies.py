@@ -229,9 +229,11 @@ def _tiered(arg: str) -> Tiered[Any]:
     if not arg:
         return Tiered()
     parts = arg.split("/")
-    if len(parts) != 3:
-        raise ValueError("expected tiered:FRESH/EXPOSED/FOUND (turnovers), e.g. tiered:0/1/1.5")
-    return Tiered(float(parts[0]), float(parts[1]), float(parts[2]))
+    if len(parts) not in (3, 4):
+        raise ValueError(
+            "expected tiered:FRESH/EXPOSED/FOUND[/GRACE_MS] (turnovers, ms), e.g. tiered:0/1/1.5"
+        )
+    return Tiered(*(float(p) for p in parts))
 
 
 def _float_arg(cls: Callable[..., Any]) -> Callable[[str], Any]:

@@ -1,0 +1,23 @@
+#!lua flags=allow-cross-slot-keys,allow-oom
+-- evict_publish: after a radix eviction pass, the tiered leaf policy's clocks in each shard's
+-- stats: the turnover (blocks stored now) and the logical clock (blocks evicted so far, raised
+-- by this pass's evicted leaves). Puts and hits stamp their nodes with the clock, and index
+-- scores count protections in turnovers (radix_leaf_score).
+-- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
+-- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
+-- ARGV: head: epoch, lease expiry ms, turnover, evicted leaves; then group count, then per
+--       group: anchor, shard index, 0.
+-- Returns: 1, or 0 when fenced.
+-- Errors: none.
+--!include evict.lua
+
+local epoch, expires, turnover, evicted = argn(), argn(), argn(), argn()
+local groups = evict_groups(0)
+if not evict_fence(groups, epoch, expires, now_ms()) then
+  return 0
+end
+for _, g in ipairs(groups) do
+  redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover)
+  redis.call('HINCRBY', K.stats(g.tag), F.stats.clock, evicted)
+end
+return 1

@@ -1,0 +1,102 @@
+"""The ``tiered`` leaf policy in the store (fakeredis, Redis and Cluster): fresh leaves go
+before exposed ones and those before found ones, in logical time (the clocks each pass
+publishes), a fresh put within the grace waits, and a change of policy rescores the index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mooncake_redis import MasterService
+from mooncake_redis.errors import MooncakeError
+from mooncake_redis.eviction.policy import TieredPolicy, get_policy
+from tests.eviction_helpers import OBJ, evict_service, put_blocks
+from tests.helpers import h
+
+
+async def _warm(svc: MasterService, n: int) -> None:
+    """n roots, one evicted: the pass publishes a turnover of n - 1 blocks and clock 1."""
+    await put_blocks(svc, [(h(f"warm{i}"), "") for i in range(n)])
+    res = await svc.evict_once(max_objects=1)
+    assert res.evicted_objects == 1
+    st = await svc.backend.client.hgetall(svc.keys.anchor(0))
+    assert {k.decode(): v.decode() for k, v in st.items()}["tto"] == str(n - 1)
+
+
+async def test_tiered_fresh_then_exposed_then_found(make_service: Any) -> None:
+    svc = await evict_service(
+        make_service, 40 * OBJ, eviction_policy="tiered:0/1/1.75/0", default_kv_lease_ttl_ms=0
+    )
+    await _warm(svc, 10)  # 9 warm roots left, stamp 0
+    found, parent, child, fresh = h("found"), h("parent"), h("child"), h("fresh")
+    await put_blocks(svc, [(found, ""), (parent, ""), (child, parent), (fresh, "")])
+    assert await svc.exist_key(found)  # stamp 1 + 1.75 x 9
+    res = await svc.evict_once(max_objects=9)  # the warm roots: stamp 0, fresh
+    assert res.policy == "tiered:0/1/1.75/0" and len(res.evicted_keys) == 9
+    assert not {found, parent, child, fresh} & set(res.evicted_keys)
+    # turnover 4 now; child and fresh score 1, parent once exposed 1 + 4, found 1 + 15.75
+    res = await svc.evict_once(max_objects=2)
+    assert set(res.evicted_keys) == {child, fresh}
+    assert (await svc.evict_once(max_objects=1)).evicted_keys == [parent]
+    assert (await svc.evict_once(max_objects=1)).evicted_keys == [found]
+
+
+async def test_tiered_found_leaf_outlives_lru_by_a_bounded_protection(make_service: Any) -> None:
+    """Protections in turnovers: a found leaf goes once the clock has passed its stamp plus
+    its protection, however many times it was found (a bonus, never unbounded)."""
+    svc = await evict_service(
+        make_service, 60 * OBJ, eviction_policy="tiered:0/0/1/0", default_kv_lease_ttl_ms=0
+    )
+    await _warm(svc, 3)  # turnover 2, clock 1
+    hot = h("hot")
+    await put_blocks(svc, [(hot, "")])
+    for _ in range(5):
+        assert await svc.exist_key(hot)  # 1 + 1 x 2 = 3
+    newer = [h(f"new{i}") for i in range(6)]
+    await put_blocks(svc, [(b, "") for b in newer[:3]])  # stamp 1
+    res = await svc.evict_once(max_objects=4)  # 2 warm (0), 3 new (1), not hot (3)
+    assert hot not in res.evicted_keys and len(res.evicted_keys) == 4
+    await put_blocks(svc, [(b, "") for b in newer[3:]])  # stamp 5 > 3
+    res = await svc.evict_once(max_objects=2)
+    assert hot in res.evicted_keys
+
+
+async def test_tiered_grace_keeps_a_fresh_put_while_older_leaves_are_left(
+    make_service: Any,
+) -> None:
+    svc = await evict_service(make_service, 40 * OBJ, eviction_policy="tiered:0/1/1/60000")
+    a, b = sorted([h("grace-a"), h("grace-b")])  # equal scores go by name: a before b
+    await put_blocks(svc, [(b, ""), (a, "")])
+    node = svc.keys.node(svc.shard_of_key(b), b)
+    t = int(await svc.backend.client.hget(node, "t"))
+    await svc.backend.client.hset(node, "t", t - 120_000)  # b was put two minutes ago
+    assert (await svc.evict_once(max_objects=1)).evicted_keys == [b]  # a is young
+    assert (await svc.evict_once(max_objects=1)).evicted_keys == [a]  # the only one left
+
+
+async def test_a_change_of_policy_rescores_the_leaves(make_service: Any) -> None:
+    svc = await evict_service(make_service, 40 * OBJ)  # lru: scored by ms
+    blocks = [h(f"sw{i}") for i in range(5)]
+    await put_blocks(svc, [(b, "") for b in blocks])
+    tiered = await make_service(
+        enable_radix_tree=True, eviction_policy="tiered", default_kv_lease_ttl_ms=2_000
+    )  # its start recorded the policy and rescored the shards' leaves
+    assert await tiered.eviction.record_policy() == 0  # recorded already: nothing to redo
+    scores = []
+    for shard in range(tiered.keys.num_shards):
+        zset = await tiered.backend.client.zrange(
+            tiered.keys.shard_key(shard, "leaves"), 0, -1, withscores=True
+        )
+        scores.extend(s for _, s in zset)
+    assert len(scores) == 5 and max(scores) < 1e6  # blocks, not ms
+    assert await svc.eviction.record_policy() == 5  # and back to lru: ms again
+
+
+def test_tiered_spec() -> None:
+    assert get_policy("tiered") == TieredPolicy()
+    p = get_policy("tiered:0/1/2/50")
+    assert (p.describe(), p.tier_offsets()) == ("tiered:0/1/2/50", "0.0/1.0/2.0")
+    for bad in ("tiered:1/2", "tiered:0/-1/1", "tiered:x/1/1", "tiered:0/1/inf", "tiered:0/1/1/-1"):
+        with pytest.raises(MooncakeError, match="tiered"):
+            get_policy(bad)
