@@ -43,6 +43,9 @@ each_group(function(tag, shard, n)
       p = { stored, (not pp or pp == '') and 1 or 0, kids = {}, fresh = not pp }
       seen[parent] = p
       table.insert(acc.unleaf, parent)
+      if radix_tier_state(tag) then -- tiered: a parent that had a child is exposed
+        redis.call('HSET', K.node(tag, parent), F.node.exposed, '1')
+      end
     end
     -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
     local gen = now
