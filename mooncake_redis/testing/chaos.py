@@ -59,6 +59,7 @@ class ChaosReport:
     options: dict[str, Any]
     ops: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    error_samples: list[str] = field(default_factory=list)
     interrupted_by_kills: int = 0  # in-flight calls a killed worker never answered
     phases: list[dict[str, Any]] = field(default_factory=list)  # Redis outages and OOM spells
     segments_mounted: int = 0  # at the end: 2 unless a client was expired
@@ -255,6 +256,7 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         rep.lost_objects = max(0, rep.disappeared - rep.evicted_total)
         rep.ops = dict(sorted(ledger.ops.items()))
         rep.errors = dict(sorted(ledger.errors.items()))
+        rep.error_samples = list(ledger.error_samples)
         rep.phases = ledger.phase.log
         rep.refused_in_phases = ledger.refused_in_phases
         rep.segments_mounted = sum(1 for s in await svc.segment_stats() if s.mounted)

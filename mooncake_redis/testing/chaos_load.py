@@ -25,6 +25,7 @@ class Ledger:
     maybe_removed: set[str] = field(default_factory=set)
     ops: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    error_samples: list[str] = field(default_factory=list)  # the first messages, to diagnose
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds)
     interrupted: int = 0
     refused_in_phases: int = 0
@@ -35,8 +36,10 @@ class Ledger:
         self.ops[name] = self.ops.get(name, 0) + 1
         self.latencies.append((now, now - t0))
 
-    def error(self, name: str) -> None:
+    def error(self, name: str, message: str = "") -> None:
         self.errors[name] = self.errors.get(name, 0) + 1
+        if message and len(self.error_samples) < 5:
+            self.error_samples.append(f"{name}: {message}"[:300])
 
 
 # Answers the load expects under memory pressure and eviction; anything else is an error.
@@ -142,7 +145,7 @@ async def lane(
                     # client does not resend a call that may have been applied.
                     ledger.interrupted += 1
                 else:
-                    ledger.error(f"{exc.code.name}")
+                    ledger.error(f"{exc.code.name}", str(exc))
                 chain = []
                 await asyncio.sleep(0.05)
 
