@@ -15,17 +15,13 @@ from typing import Any
 from .backend import Backend
 from .config import Config
 from .eviction.metrics import EvictionMetrics
-from .keys import KeySchema
+from .keys import SHARD_MEMO_SIZE, KeySchema
 from .prefix import SCOPE, extract_prefix, split_scoped
 
 # A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
 FaultHook = Callable[[str], Awaitable[None]]
 
 ShardItem = tuple[int, Sequence[Any]]
-
-# Keys whose shard is remembered (a key is read again and again: put, then exists and gets);
-# the memo is emptied when full, so it costs at most this many entries.
-SHARD_MEMO_SIZE = 1 << 16
 
 
 class Context:

@@ -132,6 +132,11 @@ def node_child_field(child: str) -> bytes:
     return b"<" + child.encode()
 
 
+# Prefixes (and, in the context, keys) whose shard is remembered: a batch asks for the same ones
+# several times (key, parent, link, undo, then exists and gets); emptied when full.
+SHARD_MEMO_SIZE = 1 << 16
+
+
 def shard_hash(value: str) -> int:
     """Stable 64-bit hash of a prefix; the same on every worker and every Python version."""
     return int.from_bytes(blake3(value.encode("utf-8", "surrogatepass")).digest(8), "big")
@@ -146,11 +151,9 @@ class KeySchema:
 
     # -- shards ---------------------------------------------------------------------------
     def shard_of(self, prefix_hash: str) -> int:
-        # Memoised: a batch asks for the same prefixes several times (key, parent, link, undo);
-        # bounded (cleared when full), as prefixes are unbounded.
         shard = self._shards.get(prefix_hash)
         if shard is None:
-            if len(self._shards) >= 1 << 16:
+            if len(self._shards) >= SHARD_MEMO_SIZE:
                 self._shards.clear()
             shard = self._shards[prefix_hash] = shard_hash(prefix_hash) % self.num_shards
         return shard

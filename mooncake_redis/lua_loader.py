@@ -11,7 +11,6 @@ field names come from generated includes (``keys.lua``, ``fields.lua``) so that
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -54,7 +53,7 @@ class LuaScript:
         m = re.search(r"flags=([\w,-]+)", self.shebang)
         return tuple(m.group(1).split(",")) if m else ()
 
-    @functools.cached_property
+    @cached_property
     def idempotent(self) -> bool:
         """Safe to run twice (read-only, or its header says ``Idempotent: yes``): the backend
         resends it once when the connection was lost and the outcome is unknown."""
@@ -64,7 +63,7 @@ class LuaScript:
     def source(self, with_shebang: bool) -> str:
         return f"{self.shebang}\n{self.body}" if with_shebang else self.body
 
-    @functools.cached_property
+    @cached_property
     def _shas(self) -> tuple[str, str]:
         """Both digests, once: every call of the script sends one (EVALSHA)."""
         return tuple(hashlib.sha1(self.source(w).encode()).hexdigest() for w in (False, True))  # type: ignore[return-value]

@@ -280,8 +280,8 @@ end
 -- children count}. A caller that checks the node before its own writes (put_start) reads it
 -- once and passes it to radix_attach.
 local function radix_pre(tag, h)
-  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om')
-  f[5] = f[1] and radix_nchildren(tag, h) or 0
+  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren)
+  f[5] = f[1] and (tonumber(f[5]) or 0) or 0
   return f
 end
 
