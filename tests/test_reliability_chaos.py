@@ -28,7 +28,7 @@ async def test_chaos_short(real_backend_url: str) -> None:
     assert d["total_ops"] > 200, d
     assert rep.violations_before_repair == [] and rep.violations == [], d
     assert rep.lost_objects == 0, d
-    assert d["total_errors"] == 0, (rep.error_samples, d)
+    assert d["total_errors"] == 0, (rep.error_samples, rep.worker_tracebacks, d)
 
 
 async def test_chaos_redis_outage_and_oom_lose_nothing() -> None:
@@ -49,4 +49,4 @@ async def test_chaos_redis_outage_and_oom_lose_nothing() -> None:
     assert rep.segments_mounted == 2, d
     assert rep.violations_before_repair == [] and rep.violations == [], d
     assert rep.lost_objects == 0 and rep.acked_complete > 100, d
-    assert d["total_errors"] == 0, (rep.error_samples, d)
+    assert d["total_errors"] == 0, (rep.error_samples, rep.worker_tracebacks, d)

@@ -36,6 +36,7 @@ class WorkerFleet:
         env: Mapping[str, str] | None = None,
         worker_args: Sequence[str] = (),
         mooncake_port: int | None = None,
+        log_dir: str | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("a fleet needs at least one worker")
@@ -50,6 +51,9 @@ class WorkerFleet:
         self.ports = [free_port() for _ in range(workers)]
         self.workers: list[subprocess.Popen[bytes] | None] = [None] * workers
         self.evictor: subprocess.Popen[bytes] | None = None
+        # Each process's stderr is appended to ``<log_dir>/<name>.log`` (kept across restarts,
+        # so a failing run can say what a killed worker logged); without it, discarded.
+        self.log_dir = log_dir
 
     @property
     def urls(self) -> list[str]:
@@ -67,24 +71,39 @@ class WorkerFleet:
                 "--num-shards", str(self.num_shards)]  # fmt: skip
         return [*args, "--enable-radix-tree"] if self.radix else args
 
-    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "mooncake_redis.cli", *args],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        if self.log_dir is None:
+            return subprocess.Popen(
+                [sys.executable, "-m", "mooncake_redis.cli", *args],
+                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        with open(os.path.join(self.log_dir, f"{name}.log"), "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "mooncake_redis.cli", *args],
+                env=self.env, stdout=subprocess.DEVNULL, stderr=log,
+            )  # fmt: skip
+
+    def logs(self) -> dict[str, str]:
+        """Each process's log so far, by name (``worker-0``, ``evictor``); {} without a log_dir."""
+        if self.log_dir is None:
+            return {}
+        out = {}
+        for f in sorted(os.listdir(self.log_dir)):
+            if f.endswith(".log"):
+                with open(os.path.join(self.log_dir, f), errors="replace") as fh:
+                    out[f[:-4]] = fh.read()
+        return out
 
     def start_worker(self, i: int) -> None:
         wire = ["--mooncake-port", str(self.mooncake_port)] if self.mooncake_port else []
         self.workers[i] = self._spawn(
-            "serve", *self._common(), "--port", str(self.ports[i]), "--fsck-interval", "0",
-            "--log-level", "warning", *wire, *self.worker_args,
+            f"worker-{i}", "serve", *self._common(), "--port", str(self.ports[i]),
+            "--fsck-interval", "0", "--log-level", "warning", *wire, *self.worker_args,
         )  # fmt: skip
 
     def start_evictor(self, check_interval_ms: int = 10) -> None:
         self.evictor = self._spawn(
-            "evictor", *self._common(), "--check-interval-ms", str(check_interval_ms)
+            "evictor", "evictor", *self._common(), "--check-interval-ms", str(check_interval_ms)
         )
 
     async def wait_ready(self, i: int, timeout: float = 30.0) -> None:

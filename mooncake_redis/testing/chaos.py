@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -60,6 +62,7 @@ class ChaosReport:
     ops: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     error_samples: list[str] = field(default_factory=list)
+    worker_tracebacks: list[str] = field(default_factory=list)  # what the processes logged
     interrupted_by_kills: int = 0  # in-flight calls a killed worker never answered
     phases: list[dict[str, Any]] = field(default_factory=list)  # Redis outages and OOM spells
     segments_mounted: int = 0  # at the end: 2 unless a client was expired
@@ -96,7 +99,7 @@ class ChaosReport:
 class _Fleet(WorkerFleet):
     """Worker and evictor processes of one namespace, killed and restarted by the chaos loop."""
 
-    def __init__(self, opts: ChaosOptions) -> None:
+    def __init__(self, opts: ChaosOptions, log_dir: str) -> None:
         super().__init__(
             opts.redis_url,
             opts.namespace,
@@ -112,7 +115,16 @@ class _Fleet(WorkerFleet):
                 "MOONCAKE_REDIS_ALLOC_RECLAIM_GRACE_MS": "4000",
             },
             worker_args=["--evictor", "off"],  # the separate evictor process holds the role
+            log_dir=log_dir,
         )
+
+    def tracebacks(self, limit: int = 5) -> list[str]:
+        """The first tracebacks the processes logged, each with the log line before it."""
+        found = []
+        for name, text in self.logs().items():
+            for block in text.split("Traceback (most recent call last):")[1:]:
+                found.append(f"{name}: Traceback{block[:3000]}")
+        return found[:limit]
 
 
 async def _redis_used_memory(service: MasterService) -> int:
@@ -147,7 +159,8 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
     t_start = time.monotonic()
     cfg = Config(namespace=opts.namespace, num_shards=opts.num_shards, enable_radix_tree=True)
     svc = await MasterService.from_url(opts.redis_url, cfg)
-    fleet = _Fleet(opts)
+    log_dir = tempfile.mkdtemp(prefix="chaos-logs-")
+    fleet = _Fleet(opts, log_dir)
     try:
         mem0 = await _redis_used_memory(svc)
         fleet.start_evictor()
@@ -266,6 +279,8 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         return rep
     finally:
         fleet.stop_all()
+        rep.worker_tracebacks = fleet.tracebacks()
+        shutil.rmtree(log_dir, ignore_errors=True)
         rep.seconds = round(time.monotonic() - t_start, 1)
         await svc.aclose()
         if server is not None:
