@@ -356,9 +356,16 @@ class Backend:
         for attempt in range(6):
             groups = self.group([anchors[i] for i in todo])
             calls = [(node, [todo[j] for j in idx]) for node, idx in groups]
-            results = await asyncio.gather(
-                *(run(node, idx) for node, idx in calls), return_exceptions=True
-            )
+            results: list[Any]
+            if len(calls) == 1:  # one node (standalone): no task, the same error handling
+                try:
+                    results = [await run(*calls[0])]
+                except Exception as exc:
+                    results = [exc]
+            else:
+                results = await asyncio.gather(
+                    *(run(node, idx) for node, idx in calls), return_exceptions=True
+                )
             retry: list[int] = []
             for (_, idx), res in zip(calls, results):
                 if isinstance(res, (MovedError, AskError, TryAgainError, ClusterDownError)):

@@ -69,10 +69,9 @@ class Context:
 
     def shards_of_keys(self, keys: Sequence[str]) -> list[int]:
         """The shard of each key: one memo lookup per key, the hash only for keys not in it."""
-        get = self._shards.get
-        out = [get(k, -1) for k in keys]
-        if -1 in out:
-            out = [s if s >= 0 else self.shard_of_key(k) for k, s in zip(keys, out)]
+        out: list[Any] = list(map(self._shards.get, keys))
+        if None in out:
+            out = [self.shard_of_key(k) if s is None else s for k, s in zip(keys, out)]
         return out
 
     async def shard_totals(self, *fields: str) -> dict[str, int]:
@@ -100,9 +99,50 @@ class Context:
         by_shard: dict[int, list[int]] = {}
         for i, (shard, _) in enumerate(items):
             by_shard.setdefault(shard, []).append(i)
+        return await self._run_groups(
+            script, by_shard, lambda part: [v for i in part for v in items[i][1]], head
+        )
+
+    async def run_sharded_keys(
+        self, script: str, keys: Sequence[str], head: Sequence[Any] = (), *extra: Any
+    ) -> list[Any]:
+        """:meth:`run_sharded_items` for items that are each a key and the same ``extra``
+        values: the shards from the memo, the groups and ARGV built per batch, not per key."""
+        if not keys:
+            return []
+        by_shard: dict[int, list[int]] = {}
+        get = by_shard.get
+        for i, shard in enumerate(self.shards_of_keys(keys)):
+            group = get(shard)
+            if group is None:
+                by_shard[shard] = [i]
+            else:
+                group.append(i)
+        if extra:
+            flat: Callable[[list[int]], list[Any]] = lambda part: [  # noqa: E731
+                v for i in part for v in (keys[i], *extra)
+            ]
+        else:
+            flat = lambda part: list(map(keys.__getitem__, part))  # noqa: E731
+        out: list[Any] = [None] * len(keys)
+        for idx, reply in await self._run_groups(script, by_shard, flat, head):
+            for i, r in zip(idx, reply):
+                out[i] = r
+        return out
+
+    async def _run_groups(
+        self,
+        script: str,
+        by_shard: dict[int, list[int]],
+        flat: Callable[[list[int]], list[Any]],
+        head: Sequence[Any],
+    ) -> list[tuple[list[int], Any]]:
+        """:meth:`run_sharded` once the items are grouped: shard -> item indices, and ``flat``
+        giving the ARGV values of a group's items."""
         shards = list(by_shard)
         anchors = [self._anchors[s] for s in shards]
         limit = self.config.script_batch_size
+        n_items = sum(map(len, by_shard.values()))
 
         async def run(node: Any, idx: list[int]) -> list[tuple[list[int], Any]]:
             out: list[tuple[list[int], Any]] = []
@@ -123,18 +163,25 @@ class Context:
                     argv.clear()
                     covered.clear()
 
-            for j in idx:
-                shard = shards[j]
-                members = by_shard[shard]
-                for start in range(0, len(members), limit):
-                    part = members[start : start + limit]
-                    if covered and len(covered) + len(part) > limit:
-                        await flush()
+            if n_items <= limit:  # the common case: one call, no chunking
+                for j in idx:
+                    members = by_shard[shards[j]]
                     keys.append(anchors[j])
-                    argv.extend((anchors[j], shard, len(part)))
-                    for i in part:
-                        argv.extend(items[i][1])
-                    covered.extend(part)
+                    argv += (anchors[j], shards[j], len(members))
+                    argv += flat(members)
+                    covered += members
+            else:
+                for j in idx:
+                    shard = shards[j]
+                    members = by_shard[shard]
+                    for start in range(0, len(members), limit):
+                        part = members[start : start + limit]
+                        if covered and len(covered) + len(part) > limit:
+                            await flush()
+                        keys.append(anchors[j])
+                        argv.extend((anchors[j], shard, len(part)))
+                        argv.extend(flat(part))
+                        covered.extend(part)
             await flush()
             return out
 

@@ -130,9 +130,11 @@ local radix_tier_cache = {}
 local function radix_tier_state(tag)
   local st = radix_tier_cache[tag]
   if st == nil then
-    local f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
+    -- The offsets alone first: absent (lru, lru-freq: the common case) ends it in one field.
+    local f = { redis.call('HGET', K.stats(tag), F.stats.tier_offsets) }
     st = false
     if f[1] then
+      f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
       local off = {}
       for v in string.gmatch(f[1], '[^/]+') do
         table.insert(off, tonumber(v) or 0)
@@ -144,6 +146,18 @@ local function radix_tier_state(tag)
   return st
 end
 
+-- The tiered leaf score from a node's stamp, hits and exposed fields (strings or false) and
+-- the shard's tier state st: the one place of the tier rule.
+local function radix_tier_score(st, stamp, hits, exposed)
+  local tier = 1
+  if (tonumber(hits) or 0) > 0 then
+    tier = 3
+  elseif exposed == '1' then
+    tier = 2
+  end
+  return (tonumber(stamp) or 0) + (st.off[tier] or 0) * st.turnover
+end
+
 -- The leaf index score of node h, for every index event: s (the newest lease timeout) unless
 -- tiered; tiered: stamp k + the protection of the node's tier x T, tier found (h > 0), exposed
 -- (x), fresh. A bonus over the stamp, bounded by the largest protection.
@@ -153,13 +167,7 @@ local function radix_leaf_score(tag, h)
     return tonumber(redis.call('HGET', K.node(tag, h), F.node.score)) or 0
   end
   local f = redis.call('HMGET', K.node(tag, h), F.node.stamp, F.node.hits, F.node.exposed)
-  local tier = 1
-  if (tonumber(f[2]) or 0) > 0 then
-    tier = 3
-  elseif f[3] == '1' then
-    tier = 2
-  end
-  return (tonumber(f[1]) or 0) + (st.off[tier] or 0) * st.turnover
+  return radix_tier_score(st, f[1], f[2], f[3])
 end
 
 -- Tiered: node h was put or found now (its stamp becomes the logical clock).
@@ -447,8 +455,10 @@ local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
   return 1
 end
 
--- The node fields a touch reads: the leaf score's inputs, then the hit counter.
-local RADIX_TOUCH_FIELDS = { F.node.score, F.node.hits }
+-- The node fields a touch reads: the leaf score's inputs, the hit counter and the children count
+-- (a node with children is not in the leaf index: no ZADD for it); tiered, also exposed.
+local RADIX_TOUCH_FIELDS = { F.node.score, F.node.hits, F.node.nchildren }
+local RADIX_TOUCH_TIER_FIELDS = { F.node.score, F.node.hits, F.node.nchildren, F.node.exposed }
 
 -- A node's leaf score after a lease grant on one of its keys, from its RADIX_TOUCH_FIELDS
 -- values f: the newest lease (lease order, as Mooncake's eviction). The one place of the rule.
@@ -458,24 +468,34 @@ end
 
 -- Lease grants on keys of the radix nodes of one shard, one entry per node {hash, newest lease,
 -- grants}: the node's score follows (radix_touch_score), its hits count the grants (for
--- frequency-aware policies), and one ZADD XX moves those that are leaves in the leaf index
--- (its score stays the node's s). Two calls per node, one per shard.
+-- frequency-aware policies; tiered: its stamp becomes the clock, in the same HSET), and one
+-- ZADD XX moves those that are leaves (no children) in the leaf index (its score: the node's s,
+-- or tiered its tier score). Two calls per node (HMGET, HSET), at most one per shard.
 local function radix_touch(tag, nodes)
   local leaves = {}
   local tiered = radix_tier_state(tag)
+  local fields = tiered and RADIX_TOUCH_TIER_FIELDS or RADIX_TOUCH_FIELDS
   for _, t in ipairs(nodes) do
     local nkey = K.node(tag, t[1])
-    local f = redis.call('HMGET', nkey, unpack(RADIX_TOUCH_FIELDS))
+    local f = redis.call('HMGET', nkey, unpack(fields))
     if f[1] or f[2] then -- radix_create writes both; neither: no node
       local s = radix_touch_score(f, t[2])
-      redis.call('HSET', nkey, F.node.score, s, F.node.hits, (tonumber(f[2]) or 0) + t[3])
+      local hits = (tonumber(f[2]) or 0) + t[3]
+      local leaf = (tonumber(f[3]) or 0) == 0
       if tiered then -- found now: a new stamp, and the leaf scored by its tier
-        radix_tier_stamp(tag, t[1])
-        leaves[#leaves + 1] = string.format('%.17g', radix_leaf_score(tag, t[1]))
+        redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits, F.node.stamp, tiered.clock)
+        if leaf then
+          leaves[#leaves + 1] = string.format('%.17g', radix_tier_score(tiered, tiered.clock, hits, f[4]))
+        end
       else
-        leaves[#leaves + 1] = s
+        redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits)
+        if leaf then
+          leaves[#leaves + 1] = s
+        end
       end
-      leaves[#leaves + 1] = t[1]
+      if leaf then
+        leaves[#leaves + 1] = t[1]
+      end
     end
   end
   zadd_pairs(K.leaves(tag), 'XX', leaves)
