@@ -4,10 +4,13 @@
 -- and the radix leaf score follow (store_grant_leases, batched per shard). allow-oom: a read
 -- must work when Redis is full (it only rewrites fields of existing keys). An object whose
 -- status is COMPLETE has a COMPLETE replica (put_end marks them all, segment_drop sets the
--- status back when none is left), so only other objects' replicas are decoded.
+-- status back when none is left), so only other objects' replicas are decoded. The record goes
+-- back as it is stored, with the segment-table entries it names (no cjson, no decode here):
+-- Python reads both (lua_calls.store.get_replicas, the format in store.lua).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
--- Returns: per key {code, message, replicas cjson (store_json), lease timeout ms}.
+-- Returns: per key {code, message, replica record (field r), lease timeout ms, then per segment
+-- ref in the record: ref, its segment-table entry (cjson [seg, base, ep, proto, name])}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).
 --!include store.lua
@@ -26,7 +29,8 @@ each_group(function(tag, shard, n)
     elseif f[7] ~= 'C' and not store_any_complete(store_replicas(f[6])) then
       out[#out + 1] = { E.REPLICA_IS_NOT_READY, 'key ' .. key .. ': no COMPLETE replica' }
     else
-      local entry = { E.OK, '', store_json(store_replicas(f[6])), 0 }
+      local entry = { E.OK, '', f[6], 0 }
+      store_record_segments(tag, f[6], entry)
       out[#out + 1] = entry
       found[#found + 1] = entry
       hits[#hits + 1] = key

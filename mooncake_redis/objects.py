@@ -28,11 +28,10 @@ from . import lua_calls as lua
 from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .models import (
-    COMPLETE,
     GetReplicaListResponse,
 )
 from .prefix import check_key, check_str
-from .puts import Puts, _descriptor
+from .puts import Puts
 from .scan import shard_ids
 
 MAX_REGEX_LEN = 1024
@@ -82,12 +81,15 @@ class Objects:
         keys: a lone surrogate stays one in the join); any other goes key by key for its errors."""
         results: list[Any] = [None] * len(keys)
         limit = self.ctx.config.max_key_length
-        if all(type(k) is str and 0 < len(k) <= limit for k in keys):
-            try:
-                "".join(keys).encode("utf-8")
-                return results, list(keys), list(range(len(keys)))
-            except UnicodeEncodeError:
-                pass
+        # Builtins over the whole batch (map, min, max), not a Python test per key.
+        if keys and set(map(type, keys)) == {str}:
+            lengths = list(map(len, keys))
+            if min(lengths) > 0 and max(lengths) <= limit:
+                try:
+                    "".join(keys).encode("utf-8")
+                    return results, list(keys), list(range(len(keys)))
+                except UnicodeEncodeError:
+                    pass
         items: list[str] = []
         where: list[int] = []
         for i, key in enumerate(keys):
@@ -116,10 +118,7 @@ class Objects:
             if r.code != 0:
                 results[i] = MooncakeError(r.code, r.message)
                 continue
-            results[i] = GetReplicaListResponse(
-                [_descriptor(x, int(x["id"]), COMPLETE) for x in r.replicas if x.get("st") == "C"],
-                ttl,
-            )
+            results[i] = GetReplicaListResponse(r.replicas, ttl)
         return results
 
     async def exist_key(self, key: str) -> bool:

@@ -41,6 +41,30 @@ local function store_segment(tag, ref)
   return s
 end
 
+-- Appends to out, for each distinct segment ref of record raw (field r) of shard tag, the ref
+-- and its segment-table entry as stored (cjson), cached per script call: what a reader needs to
+-- decode the record itself (records.py).
+local store_segraw = {}
+local function store_record_segments(tag, raw, out)
+  local seen = {}
+  for ref in string.gmatch(raw, '[^,;]+,[^,;]+,([^,;]+),[^,;]+,[^,;]+') do
+    if not seen[ref] then
+      seen[ref] = true
+      local ck = tag .. ref
+      local desc = store_segraw[ck]
+      if not desc then
+        desc = redis.call('HGET', K.segs(tag), ref)
+        if not desc then
+          error('store: shard ' .. tag .. ' has no segment ' .. ref)
+        end
+        store_segraw[ck] = desc
+      end
+      out[#out + 1] = ref
+      out[#out + 1] = desc
+    end
+  end
+end
+
 -- The ref of a replica's segment in shard tag, adding an entry when its fields are new.
 local function store_segment_ref(tag, rep)
   local ep, proto, name = rep.ep or '', rep.proto or '', rep.name or ''

@@ -14,6 +14,7 @@ import orjson
 
 from ..context import Context, ShardItem
 from ..errors import MooncakeError
+from ..models import COMPLETE, ReplicaDescriptor
 from ..records import FreePair, _s
 from .radix import RawContinuation
 
@@ -37,7 +38,46 @@ class Erased(NamedTuple):
 class ReplicaList(NamedTuple):
     code: int
     message: str
-    replicas: list[dict[str, Any]]  # the records (u64 fields as hex strings)
+    replicas: list[ReplicaDescriptor]  # the COMPLETE replicas
+
+
+# A segment-table entry (raw cjson, store.lua) -> (segment id, base, endpoint, protocol, name).
+# Keyed by the entry's own bytes, so a cached value is always that entry's.
+_SEGMENTS: dict[bytes, tuple[str, int, str, str, str]] = {}
+_SEGMENTS_MAX = 4096
+
+
+def _segment(raw: bytes) -> tuple[str, int, str, str, str]:
+    got = _SEGMENTS.get(raw)
+    if got is None:
+        seg, base, ep, proto, name = (str(x) for x in orjson.loads(raw))
+        got = (seg, int(base, 16), ep, proto, name)
+        if len(_SEGMENTS) >= _SEGMENTS_MAX:
+            _SEGMENTS.clear()
+        _SEGMENTS[raw] = got
+    return got
+
+
+def complete_replicas(record: Any, refs: Sequence[Any]) -> list[ReplicaDescriptor]:
+    """The COMPLETE replicas of a replica record (field ``r``: ``id,st,ref,off,len`` joined by
+    ``;``, off and len hex), with ``refs`` the flat ref, segment-table entry pairs it names."""
+    rec = record.decode() if type(record) is bytes else str(record)
+    # One segment (the common case: every replica of the object in one segment): no table.
+    only: bytes = refs[1] if len(refs) == 2 else b""
+    table = None if only else {_s(refs[i]): refs[i + 1] for i in range(0, len(refs), 2)}
+    out: list[ReplicaDescriptor] = []
+    for part in rec.split(";"):
+        rid, st, ref, off, length = part.split(",")
+        if st != "C":
+            continue
+        seg, base, ep, proto, name = _segment(table[ref] if table is not None else only)
+        offset = int(off, 16)
+        out.append(
+            ReplicaDescriptor(
+                int(rid), COMPLETE, seg, name, base + offset, int(length, 16), proto, ep, offset
+            )
+        )
+    return out
 
 
 class Reclaimed(NamedTuple):
@@ -61,17 +101,15 @@ def _key_items(ctx: Context, keys: Sequence[str], *extra: Any) -> list[ShardItem
 
 
 async def get_replicas(ctx: Context, keys: Sequence[str]) -> list[ReplicaList]:
-    """``get_replicas``: each key's replica records, granting a lease (and soft pin)."""
+    """``get_replicas``: each key's COMPLETE replicas, granting a lease (and soft pin)."""
     c = ctx.config
-    replies = await ctx.run_sharded_items(
-        "get_replicas",
-        _key_items(ctx, keys),
-        [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms],
+    replies = await ctx.run_sharded_keys(
+        "get_replicas", keys, [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
     )
     out: list[ReplicaList] = []
     for r in replies:
         if r[0] == 0:
-            out.append(ReplicaList(0, "", orjson.loads(r[2])))
+            out.append(ReplicaList(0, "", complete_replicas(r[2], r[4:])))
         else:
             out.append(ReplicaList(int(r[0]), _s(r[1]), []))
     return out
@@ -80,8 +118,8 @@ async def get_replicas(ctx: Context, keys: Sequence[str]) -> list[ReplicaList]:
 async def exist(ctx: Context, keys: Sequence[str]) -> list[bool]:
     """``exist``: True only with a COMPLETE replica; a hit grants a lease."""
     c = ctx.config
-    replies = await ctx.run_sharded_items(
-        "exist", _key_items(ctx, keys), [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
+    replies = await ctx.run_sharded_keys(
+        "exist", keys, [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
     )
     return [r == 1 for r in replies]
 
