@@ -377,3 +377,25 @@ def test_remembered_strings_encode_as_fresh_ones() -> None:
     for _ in range(2):  # fresh, then remembered
         body = codec.encode({"k": rep}, literal=False)
         assert body[4:] == b"\x01" + b"\x01" + b"\x01k" + b"\x01" + replica
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["a" * 64] * 128,  # equal-length ASCII keys: the one-struct-call path
+        ["k%03d" % i for i in range(200)],
+        ["a" * 64] * 127 + ["b" * 63],  # one length differs: the loop
+        ["\u00e9" * 10] * 5,  # not ASCII: the loop (UTF-8)
+        ["x\udcff"] * 3,  # a surrogate escape: the loop keeps it
+        [""] * 4,
+        [],
+    ],
+)
+def test_string_vectors_decode_the_same_on_both_paths(keys: list[str]) -> None:
+    codec = RPCS["BatchExistKey"].request
+    assert codec is not None
+    body = codec.encode((keys, "default"))
+    assert codec.decode(body) == (keys, "default")
+    for cut in (1, 5, len(body) // 2):
+        with pytest.raises(WireError):
+            codec.decode(body[:-cut])

@@ -139,6 +139,29 @@ class String(WireType):
         g.emit(f"pos = {e}")
 
 
+_RUNS: dict[tuple[int, int], Any] = {}  # (length, count) -> unpack_from of that run
+_RUNS_MAX = 256
+
+
+def _string_run(buf: Any, pos: int, n: int, end: int) -> list[str] | None:
+    """A vector of ``n`` strings with one-byte lengths that are all the same length and ASCII
+    (the common batch: keys of one format), read with one ``struct`` call and one ``map``
+    instead of a Python step per string; None for any other (the general loop reads it)."""
+    if type(buf) is not bytes:
+        return None
+    size = buf[pos]
+    e = pos + n * (size + 1)
+    if e > end or buf[pos : e : size + 1] != bytes((size,)) * n or not buf[pos:e].isascii():
+        return None
+    unpack = _RUNS.get((size, n))
+    if unpack is None:
+        unpack = struct.Struct(f"x{size}s" * n).unpack_from
+        if len(_RUNS) >= _RUNS_MAX:
+            _RUNS.clear()
+        _RUNS[(size, n)] = unpack
+    return list(map(bytes.decode, unpack(buf, pos)))
+
+
 class Vector(WireType):
     def __init__(self, item: WireType) -> None:
         self.item = item
@@ -177,6 +200,13 @@ class Vector(WireType):
             g.emit(f"{target} = list({unpack}('<%d{it.fmt}' % {n}, buf, pos))")
             g.emit(f"pos += {n} * {it.min_size}")
             return
+        run = isinstance(it, String) and g.width == 0
+        if run:  # equal-length ASCII strings: one struct call (_string_run), else the loop
+            g.emit(f"{lst} = {g.const(_string_run, 'SR')}(buf, pos, {n}, end) if {n} else None")
+            g.emit(f"if {lst} is not None:")
+            g.emit(f"    pos += {n} * (buf[pos] + 1)")
+            g.emit("else:")
+            g.indent += 1
         g.emit(f"{lst} = []")
         add = g.var("a")
         g.emit(f"{add} = {lst}.append")
@@ -185,7 +215,7 @@ class Vector(WireType):
         tmp = g.var("t")
         it.gen_dec(g, tmp)
         g.emit(f"{add}({tmp})")
-        g.indent -= 1
+        g.indent -= 2 if run else 1
         g.emit(f"{target} = {lst}")
 
 
