@@ -383,7 +383,7 @@ def test_remembered_strings_encode_as_fresh_ones() -> None:
     "keys",
     [
         ["a" * 64] * 128,  # equal-length ASCII keys: the one-struct-call path
-        ["k%03d" % i for i in range(200)],
+        [f"k{i:03d}" for i in range(200)],
         ["a" * 64] * 127 + ["b" * 63],  # one length differs: the loop
         ["\u00e9" * 10] * 5,  # not ASCII: the loop (UTF-8)
         ["x\udcff"] * 3,  # a surrogate escape: the loop keeps it

@@ -1,5 +1,5 @@
 """The buffer that a struct_pack type writes its generated encoder or decoder into (lines,
-unique names, constants), and the two exceptions generated code raises."""
+unique names, constants), the two exceptions generated code raises, and a helper it calls."""
 
 from __future__ import annotations
 
@@ -63,3 +63,28 @@ class _Gen:
             s = _LEN_STRUCTS[self.width]
             self.emit(f"{n}, = {self.const(s.unpack_from, 'U')}(buf, pos)")
             self.emit(f"pos += {s.size}")
+
+
+_RUNS: dict[tuple[int, int], Any] = {}  # (length, count) -> unpack_from of that run
+_RUNS_MAX = 256  # remembered formats; each of at most _RUN_ITEMS fields (a few MB in all)
+_RUN_ITEMS = 1024
+
+
+def _string_run(buf: Any, pos: int, n: int, end: int) -> list[str] | None:
+    """A vector of ``n`` strings with one-byte lengths that are all the same length and ASCII
+    (the common batch: keys of one format), read with one ``struct`` call and one ``map``
+    instead of a Python step per string; None for any other, or a longer one (the general loop
+    reads it)."""
+    if type(buf) is not bytes or n > _RUN_ITEMS:
+        return None
+    size = buf[pos]
+    e = pos + n * (size + 1)
+    if e > end or buf[pos : e : size + 1] != bytes((size,)) * n or not buf[pos:e].isascii():
+        return None
+    unpack = _RUNS.get((size, n))
+    if unpack is None:
+        unpack = struct.Struct(f"x{size}s" * n).unpack_from
+        if len(_RUNS) >= _RUNS_MAX:
+            _RUNS.clear()
+        _RUNS[(size, n)] = unpack
+    return list(map(bytes.decode, unpack(buf, pos)))

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from .codegen import Widen as Widen
 from .codegen import WireError as WireError
-from .codegen import _Gen
+from .codegen import _Gen, _string_run
 
 # Type codes (struct_pack type_id).
 I32, U32, I64, U64, I8, U8, I16, U16 = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08
@@ -137,29 +137,6 @@ class String(WireType):
         g.emit(f"if {e} > end: raise _WireError('string past the end')")
         g.emit(f"{target} = buf[pos:{e}].decode('utf-8', 'surrogateescape')")
         g.emit(f"pos = {e}")
-
-
-_RUNS: dict[tuple[int, int], Any] = {}  # (length, count) -> unpack_from of that run
-_RUNS_MAX = 256
-
-
-def _string_run(buf: Any, pos: int, n: int, end: int) -> list[str] | None:
-    """A vector of ``n`` strings with one-byte lengths that are all the same length and ASCII
-    (the common batch: keys of one format), read with one ``struct`` call and one ``map``
-    instead of a Python step per string; None for any other (the general loop reads it)."""
-    if type(buf) is not bytes:
-        return None
-    size = buf[pos]
-    e = pos + n * (size + 1)
-    if e > end or buf[pos : e : size + 1] != bytes((size,)) * n or not buf[pos:e].isascii():
-        return None
-    unpack = _RUNS.get((size, n))
-    if unpack is None:
-        unpack = struct.Struct(f"x{size}s" * n).unpack_from
-        if len(_RUNS) >= _RUNS_MAX:
-            _RUNS.clear()
-        _RUNS[(size, n)] = unpack
-    return list(map(bytes.decode, unpack(buf, pos)))
 
 
 class Vector(WireType):
