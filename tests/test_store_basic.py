@@ -508,3 +508,26 @@ async def test_failed_put_keeps_an_existing_parent_edge(make_service: Any) -> No
     await svc.remove(f"{b}_0_k", force=True)
     assert await svc.get_nodes([a, b]) == [None, None]
     await assert_clean(svc)
+
+
+def test_complete_replicas_read_the_record_and_its_segment_entries() -> None:
+    """get_replicas replies the stored record with the segment-table entries it names; only
+    COMPLETE replicas become descriptors, each at its segment's base plus its offset."""
+    import json
+
+    from mooncake_redis.lua_calls.store import complete_replicas
+
+    one = json.dumps(["s1", "00007f0000000000", "ep1", "tcp", "n1"]).encode()
+    two = json.dumps(["s2", "0000000000001000", "ep2", "rdma", "n2"]).encode()
+    assert complete_replicas(b"", []) == []
+    got = complete_replicas(b"5,C,1,10,1000;6,P,2,0,20;7,C,2,20,30", [b"1", one, b"2", two])
+    assert [(r.replica_id, r.segment_id, r.buffer_address, r.size, r.offset) for r in got] == [
+        (5, "s1", 0x7F0000000000 + 0x10, 0x1000, 0x10),
+        (7, "s2", 0x1000 + 0x20, 0x30, 0x20),
+    ]
+    assert [(r.protocol, r.transport_endpoint, r.segment_name) for r in got] == [
+        ("tcp", "ep1", "n1"),
+        ("rdma", "ep2", "n2"),
+    ]
+    [only] = complete_replicas(b"9,C,3,0,40", [b"3", one])  # one segment: no table built
+    assert (only.replica_id, only.buffer_address, only.size) == (9, 0x7F0000000000, 0x40)

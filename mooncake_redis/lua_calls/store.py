@@ -66,7 +66,7 @@ def complete_replicas(record: Any, refs: Sequence[Any]) -> list[ReplicaDescripto
     only: bytes = refs[1] if len(refs) == 2 else b""
     table = None if only else {_s(refs[i]): refs[i + 1] for i in range(0, len(refs), 2)}
     out: list[ReplicaDescriptor] = []
-    for part in rec.split(";"):
+    for part in rec.split(";") if rec else ():
         rid, st, ref, off, length = part.split(",")
         if st != "C":
             continue
