@@ -118,12 +118,20 @@ class _Fleet(WorkerFleet):
             log_dir=log_dir,
         )
 
-    def tracebacks(self, limit: int = 5) -> list[str]:
-        """The first tracebacks the processes logged, each with the log line before it."""
+    def tracebacks(self, limit: int = 5, size: int = 3000) -> list[str]:
+        """The first tracebacks the processes logged, each up to its exception line and cut to
+        its first frames and its end (the innermost frames and the exception, which a cut at
+        the start used to drop)."""
         found = []
         for name, text in self.logs().items():
             for block in text.split("Traceback (most recent call last):")[1:]:
-                found.append(f"{name}: Traceback{block[:3000]}")
+                lines = block.split("\n")
+                # The frames are indented; the first line that is not is the exception.
+                end = next((i for i, ln in enumerate(lines[1:], 1) if ln[:1] not in ("", " ")), -1)
+                block = "\n".join(lines[: end + 1]) if end > 0 else block
+                if len(block) > size:
+                    block = f"{block[: size // 4]}\n  ...\n{block[-(size - size // 4) :]}"
+                found.append(f"{name}: Traceback{block}")
         return found[:limit]
 
 
