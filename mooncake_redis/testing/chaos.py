@@ -296,7 +296,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
 
 
 async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
-    """A restarted worker cannot start while a Redis phase holds Redis down: start it again."""
+    """A restarted worker cannot start while a Redis phase holds Redis down: start it again.
+    One that is still starting when wait_ready gives up (a loaded host) is killed first: it
+    was left running, outside the fleet (stop_all never stopped it), after the run ended."""
     for _ in range(10):
         try:
             await fleet.wait_ready(i)
@@ -304,6 +306,10 @@ async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
         except RuntimeError:
             while phase.active():
                 await asyncio.sleep(0.2)
+            proc = fleet.workers[i]
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
             fleet.start_worker(i)
     await fleet.wait_ready(i)
 
