@@ -9,6 +9,7 @@ redis-server and takes it down, or fills it to maxmemory, for longer than the cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import shutil
 import tempfile
@@ -169,6 +170,8 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
     svc = await MasterService.from_url(opts.redis_url, cfg)
     log_dir = tempfile.mkdtemp(prefix="chaos-logs-")
     fleet = _Fleet(opts, log_dir)
+    ping_stop = asyncio.Event()  # the clients ping until every process has exited
+    pinging: asyncio.Task[None] | None = None
     try:
         mem0 = await _redis_used_memory(svc)
         fleet.start_evictor()
@@ -191,7 +194,7 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
             )
             for i in range(opts.lanes)
         ]
-        tasks.append(asyncio.create_task(pinger(fleet.urls, stop_at)))
+        pinging = asyncio.create_task(pinger(fleet.urls, ping_stop))
         if server is not None:
             kinds = schedule(opts.outages, opts.oom_phases)
             t0, length = time.monotonic(), opts.phase_seconds
@@ -237,7 +240,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
                 f"ops={sum(ledger.ops.values())}")  # fmt: skip
         await asyncio.gather(*tasks)
         await _revive(fleet, ledger.phase)  # a process restarted just before a phase began
-        fleet.stop_all()
+        await asyncio.to_thread(fleet.stop_all)  # the clients keep pinging meanwhile
+        ping_stop.set()
+        await pinging
         # Recovery, as the next janitor / evictor / operator would run it.
         report = await fsck(svc)
         unmounting = {s.id for s in await svc.segment_stats() if not s.mounted}
@@ -286,6 +291,11 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         rep.redis_used_memory = {"before": mem0, "after": await _redis_used_memory(svc)}
         return rep
     finally:
+        ping_stop.set()
+        if pinging is not None and not pinging.done():
+            pinging.cancel()
+            with contextlib.suppress(BaseException):
+                await pinging
         fleet.stop_all()
         rep.worker_tracebacks = fleet.tracebacks()
         shutil.rmtree(log_dir, ignore_errors=True)
