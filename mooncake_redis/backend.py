@@ -15,14 +15,12 @@ connection the server reset is a lost connection too, on every event loop (:func
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
@@ -38,6 +36,14 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .connections import (
+    FastConnection,
+    TlsConnection,
+    UnixConnection,
+    drop_idle,
+    drop_idle_on_node,
+    lost_transport,
+)
 from .errors import ErrorCode, MooncakeError
 from .lua_loader import LuaScript, load_all
 
@@ -110,37 +116,6 @@ def map_redis_error(exc: BaseException, what: str) -> MooncakeError | None:
     return None
 
 
-def lost_transport(exc: BaseException) -> bool:
-    """uvloop's error for a write on a connection whose transport is already closed: ``RuntimeError:
-    unable to perform operation on <TCPTransport closed=True ...>; the handler is closed``.
-
-    The worker runs uvloop (``serve``). When Redis resets a connection (SIGKILLed with a new
-    connection's handshake unread, or a connection closed under a task that just took it) and
-    the loop handles the reset before redis-py's next write (redis-py writes through
-    ``asyncio.wait_for`` when a socket timeout is set, one loop iteration later), uvloop raises
-    this RuntimeError where the stdlib loop raises ConnectionResetError. redis-py maps only the
-    latter to ConnectionError, so the former escaped as a bare RuntimeError (a chaos run's
-    ``INTERNAL_ERROR: RuntimeError`` at a Redis outage).
-    """
-    return isinstance(exc, RuntimeError) and "the handler is closed" in str(exc)
-
-
-async def _write(conn: Any, sending: Awaitable[None]) -> None:
-    """Awaits a connection's ``send_packed_command``; a write on a closed transport (redis-py
-    has disconnected the connection already) is raised as the ConnectionError it is."""
-    try:
-        await sending
-    except RuntimeError as exc:
-        if not lost_transport(exc):
-            raise
-        host = conn._host_error() if hasattr(conn, "_host_error") else "Redis"
-        raise RedisConnectionError(f"Error while writing to {host}: connection reset") from exc
-
-
-async def _disconnect_all(connections: Sequence[Any]) -> None:
-    await asyncio.gather(*(c.disconnect() for c in connections), return_exceptions=True)
-
-
 def _is_oom(exc: BaseException) -> bool:
     return str(exc).startswith("OOM ") or "-OOM" in str(exc)
 
@@ -154,35 +129,6 @@ def redact(url: str) -> str:
     user = f"{parts.username}:***@" if parts.username else ":***@"
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit((parts.scheme, user + host + port, parts.path, parts.query, parts.fragment))
-
-
-class FastConnection(aioredis.Connection):
-    """Packs commands with hiredis: batch scripts carry hundreds of arguments, and redis-py's
-    asyncio connection packs them in pure Python (about 3 us an argument). A write on a reset
-    connection raises ConnectionError on every event loop (:func:`lost_transport`)."""
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        if isinstance(args[0], str) and " " in args[0]:
-            args = (*args[0].split(), *args[1:])
-        return [hiredis.pack_command(args)]
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        await _write(self, super().send_packed_command(command, check_health))
-
-
-class TlsConnection(aioredis.SSLConnection):
-    """redis-py's TLS connection; a write on a reset connection raises ConnectionError."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        await _write(self, super().send_packed_command(command, check_health))
-
-
-class UnixConnection(aioredis.UnixDomainSocketConnection):
-    """redis-py's unix socket connection; a write on a reset connection raises
-    ConnectionError."""
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        await _write(self, super().send_packed_command(command, check_health))
 
 
 def fake_server(name: str) -> Any:
@@ -364,42 +310,14 @@ class Backend:
             raise mapped from exc
 
     async def _drop_idle_connections(self, node: Any) -> None:
-        """Disconnects the idle pooled connections (they reconnect on their next use), and only
-        those: a connection another task takes while this runs must not be closed under it.
-
-        redis-py's own calls for this (``ConnectionPool.disconnect(inuse_connections=False)``,
-        ``ClusterNode.disconnect_free_connections``) neither lock the pool nor take the
-        connections out of it: a task taking one meanwhile had its command cut (every call that
-        took an idle connection in the same loop iteration failed with "Connection lost", and
-        under uvloop a handshake on a connection being closed raised RuntimeError). Here the
-        standalone pool's lock (the one ``get_connection`` and ``release`` take) is held while
-        they close; a cluster node (no lock: it hands out connections synchronously) forgets its
-        idle connections before they close and makes new ones as tasks need them. Without those
-        attributes (another redis-py), redis-py's call is the fallback.
-        """
+        """Disconnects the idle pooled connections, and only those (:mod:`.connections`)."""
         with contextlib.suppress(Exception):
             if self.cluster:
                 nodes = [node] if isinstance(node, ClusterNode) else self.client.get_nodes()
                 for n in nodes:
-                    free = getattr(n, "_free", None)
-                    every = getattr(n, "_connections", None)
-                    if not isinstance(free, collections.deque) or not isinstance(every, list):
-                        await n.disconnect_free_connections()
-                        continue
-                    idle = list(free)
-                    free.clear()  # no await since the copy: nobody took one meanwhile
-                    for conn in idle:  # the node makes new ones as needed, up to its maximum
-                        every.remove(conn)
-                    await _disconnect_all(idle)
+                    await drop_idle_on_node(n)
             elif not self.fake:
-                pool = self.client.connection_pool
-                lock = getattr(pool, "_lock", None)
-                available = getattr(pool, "_available_connections", None)
-                if not isinstance(lock, asyncio.Lock) or not isinstance(available, list):
-                    await pool.disconnect(inuse_connections=False)
-                    return
-                async with lock:
-                    await _disconnect_all(list(available))
+                await drop_idle(self.client.connection_pool)
 
     async def load_scripts(self) -> None:
         """Preload every script (``/ready`` reports it); EVALSHA falls back anyway."""
