@@ -8,7 +8,8 @@ sent there explicitly; a slot move (MOVED/ASK/TRYAGAIN) refreshes the map and re
 Redis errors become Mooncake codes here, in one place (:func:`map_redis_error`): unreachable is
 RPC_FAIL, out of memory is NO_AVAILABLE_HANDLE (HTTP 507). A connection lost mid-call (after a
 Redis restart every pooled connection is dead) drops the idle connections and resends the call
-once when the step is idempotent (its header says so, or it writes nothing).
+once when the step is idempotent (its header says so, or it writes nothing). A write on a
+connection the server reset is a lost connection too, on every event loop (:func:`lost_transport`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (
@@ -36,6 +36,14 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .connections import (
+    FastConnection,
+    TlsConnection,
+    UnixConnection,
+    drop_idle,
+    drop_idle_on_node,
+    lost_transport,
+)
 from .errors import ErrorCode, MooncakeError
 from .lua_loader import LuaScript, load_all
 
@@ -97,7 +105,9 @@ def map_redis_error(exc: BaseException, what: str) -> MooncakeError | None:
             ErrorCode.NO_AVAILABLE_HANDLE,
             f"Redis is out of memory (maxmemory reached); {what} refused: {exc}",
         )
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError)):
+    if isinstance(
+        exc, (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError)
+    ) or lost_transport(exc):
         # Mooncake's code for "the master could not be reached". A timeout or a connection
         # lost mid-call leaves the outcome unknown: every step is atomic and safe to retry.
         return MooncakeError(
@@ -119,16 +129,6 @@ def redact(url: str) -> str:
     user = f"{parts.username}:***@" if parts.username else ":***@"
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit((parts.scheme, user + host + port, parts.path, parts.query, parts.fragment))
-
-
-class FastConnection(aioredis.Connection):
-    """Packs commands with hiredis: batch scripts carry hundreds of arguments, and redis-py's
-    asyncio connection packs them in pure Python (about 3 us an argument)."""
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        if isinstance(args[0], str) and " " in args[0]:
-            args = (*args[0].split(), *args[1:])
-        return [hiredis.pack_command(args)]
 
 
 def fake_server(name: str) -> Any:
@@ -202,11 +202,13 @@ class Backend:
             return cls(client, cluster=True, fake=False, url=url)
         if scheme in ("redis", "rediss"):
             pool = aioredis.ConnectionPool.from_url(url, **opts)
-            if scheme == "redis":  # TLS and unix sockets keep their own connection classes
-                pool.connection_class = FastConnection
+            # TLS keeps redis-py's packing (FastConnection is a TCP connection), unix too.
+            pool.connection_class = FastConnection if scheme == "redis" else TlsConnection
             return cls(aioredis.Redis(connection_pool=pool), cluster=False, fake=False, url=url)
         if scheme == "unix":
-            return cls(aioredis.from_url(url, **opts), cluster=False, fake=False, url=url)
+            unix = aioredis.from_url(url, **opts)
+            unix.connection_pool.connection_class = UnixConnection
+            return cls(unix, cluster=False, fake=False, url=url)
         raise MooncakeError(
             ErrorCode.INVALID_PARAMS, f"unsupported Redis URL scheme: {redact(url)}"
         )
@@ -308,13 +310,14 @@ class Backend:
             raise mapped from exc
 
     async def _drop_idle_connections(self, node: Any) -> None:
+        """Disconnects the idle pooled connections, and only those (:mod:`.connections`)."""
         with contextlib.suppress(Exception):
             if self.cluster:
                 nodes = [node] if isinstance(node, ClusterNode) else self.client.get_nodes()
                 for n in nodes:
-                    await n.disconnect_free_connections()
+                    await drop_idle_on_node(n)
             elif not self.fake:
-                await self.client.connection_pool.disconnect(inuse_connections=False)
+                await drop_idle(self.client.connection_pool)
 
     async def load_scripts(self) -> None:
         """Preload every script (``/ready`` reports it); EVALSHA falls back anyway."""

@@ -9,6 +9,7 @@ redis-server and takes it down, or fills it to maxmemory, for longer than the cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import shutil
 import tempfile
@@ -118,12 +119,20 @@ class _Fleet(WorkerFleet):
             log_dir=log_dir,
         )
 
-    def tracebacks(self, limit: int = 5) -> list[str]:
-        """The first tracebacks the processes logged, each with the log line before it."""
+    def tracebacks(self, limit: int = 5, size: int = 3000) -> list[str]:
+        """The first tracebacks the processes logged, each up to its exception line and cut to
+        its first frames and its end (the innermost frames and the exception, which a cut at
+        the start used to drop)."""
         found = []
         for name, text in self.logs().items():
             for block in text.split("Traceback (most recent call last):")[1:]:
-                found.append(f"{name}: Traceback{block[:3000]}")
+                lines = block.split("\n")
+                # The frames are indented; the first line that is not is the exception.
+                end = next((i for i, ln in enumerate(lines[1:], 1) if ln[:1] not in ("", " ")), -1)
+                block = "\n".join(lines[: end + 1]) if end > 0 else block
+                if len(block) > size:
+                    block = f"{block[: size // 4]}\n  ...\n{block[-(size - size // 4) :]}"
+                found.append(f"{name}: Traceback{block}")
         return found[:limit]
 
 
@@ -161,6 +170,8 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
     svc = await MasterService.from_url(opts.redis_url, cfg)
     log_dir = tempfile.mkdtemp(prefix="chaos-logs-")
     fleet = _Fleet(opts, log_dir)
+    ping_stop = asyncio.Event()  # the clients ping until every process has exited
+    pinging: asyncio.Task[None] | None = None
     try:
         mem0 = await _redis_used_memory(svc)
         fleet.start_evictor()
@@ -183,7 +194,7 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
             )
             for i in range(opts.lanes)
         ]
-        tasks.append(asyncio.create_task(pinger(fleet.urls, stop_at)))
+        pinging = asyncio.create_task(pinger(fleet.urls, ping_stop))
         if server is not None:
             kinds = schedule(opts.outages, opts.oom_phases)
             t0, length = time.monotonic(), opts.phase_seconds
@@ -229,7 +240,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
                 f"ops={sum(ledger.ops.values())}")  # fmt: skip
         await asyncio.gather(*tasks)
         await _revive(fleet, ledger.phase)  # a process restarted just before a phase began
-        fleet.stop_all()
+        await asyncio.to_thread(fleet.stop_all)  # the clients keep pinging meanwhile
+        ping_stop.set()
+        await pinging
         # Recovery, as the next janitor / evictor / operator would run it.
         report = await fsck(svc)
         unmounting = {s.id for s in await svc.segment_stats() if not s.mounted}
@@ -278,6 +291,11 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         rep.redis_used_memory = {"before": mem0, "after": await _redis_used_memory(svc)}
         return rep
     finally:
+        ping_stop.set()
+        if pinging is not None and not pinging.done():
+            pinging.cancel()
+            with contextlib.suppress(BaseException):
+                await pinging
         fleet.stop_all()
         rep.worker_tracebacks = fleet.tracebacks()
         shutil.rmtree(log_dir, ignore_errors=True)
@@ -288,7 +306,9 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
 
 
 async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
-    """A restarted worker cannot start while a Redis phase holds Redis down: start it again."""
+    """A restarted worker cannot start while a Redis phase holds Redis down: start it again.
+    One that is still starting when wait_ready gives up (a loaded host) is killed first: it
+    was left running, outside the fleet (stop_all never stopped it), after the run ended."""
     for _ in range(10):
         try:
             await fleet.wait_ready(i)
@@ -296,6 +316,10 @@ async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
         except RuntimeError:
             while phase.active():
                 await asyncio.sleep(0.2)
+            proc = fleet.workers[i]
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
             fleet.start_worker(i)
     await fleet.wait_ready(i)
 
