@@ -10,12 +10,13 @@
 -- counter and one HINCRBY per stats counter (deferred writes, flushed before any takeover).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
---       ttl ms, radix flag (0/1), client id; then group count, then per group: anchor, shard
---       index, n, then n items of
---       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1),
---       replicas (cjson array of {seg, off, len, base (u64 hex strings), ep, proto, name, ms}),
---       prefix hash, parent hash ('' none), parent shard (-1 none), link generation (0 none),
---       cycle checked (0/1).
+--       ttl ms, radix flag (0/1), client id, the call's segment table: m, then m segments
+--       (segment id, base (u64 hex), te endpoint, protocol, name); then group count, then per
+--       group: anchor, shard index, n, then n items of
+--       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1), replica
+--       count r, then r replicas (segment (1-based index into the segment table), offset and
+--       length (u64 hex), allocation ms), prefix hash, parent hash ('' none), parent shard
+--       (-1 none), link generation (0 none), cycle checked (0/1).
 -- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
 --          {continuation...}}. Idempotent: an object already written by this put id (a resent
 --          call whose first reply was lost) answers OK with its replica ids.
@@ -30,7 +31,13 @@
 local num_shards, deadline, discard, release, soft_ttl, radix_on =
   argn(), argn(), argn(), argn(), argn(), argn()
 local client = arg()
+-- The segments the replicas name, each with its ref per shard (store_segment_ref, once).
+local segs = {}
+for i = 1, argn() do
+  segs[i] = { seg = arg(), base = arg(), ep = arg(), proto = arg(), name = arg(), refs = {} }
+end
 local now = now_ms()
+local now_s, oldest = string.format('%d', now), now - deadline
 local out, conts, frees = {}, {}, {}
 local ONE = string.format('%016x', 1)
 
@@ -61,12 +68,15 @@ each_group(function(tag, shard, n)
   end
   local items, left = {}, 0
   for j = 1, n do
-    local it = {}
-    it.key, it.pid, it.size, it.soft, it.hard = arg(), arg(), arg(), argn(), argn()
-    it.reps = cjson.decode(arg())
-    it.prefix, it.parent, it.pshard, it.gen, it.checked = arg(), arg(), arg(), arg(), argn()
-    items[j] = it
-    left = left + #it.reps
+    local key, pid, size, soft, hard = arg(), arg(), arg(), argn(), argn()
+    local reps = {}
+    for r = 1, argn() do
+      local sg = segs[argn()]
+      reps[r] = { id = false, st = 'P', ref = false, sg = sg, seg = sg.seg, off = arg(), len = arg(), ms = argn() }
+    end
+    items[j] = { key = key, pid = pid, size = size, soft = soft, hard = hard, reps = reps,
+      prefix = arg(), parent = arg(), pshard = arg(), gen = arg(), checked = argn() }
+    left = left + #reps
   end
   -- Deferred writes: objects count, bytes (a number while exact, else a decimal string),
   -- processing entries, the radix counters and leaf entries.
@@ -88,7 +98,7 @@ each_group(function(tag, shard, n)
     left = left - #reps
     local code, msg = E.OK, ''
     for _, rep in ipairs(reps) do
-      if code == E.OK and tonumber(rep.ms) < now - deadline then
+      if code == E.OK and rep.ms < oldest then
         code, msg = E.INTERNAL_ERROR, 'key ' .. key .. ': allocation older than the commit deadline'
       end
       if code == E.OK and vetoes and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
@@ -113,7 +123,7 @@ each_group(function(tag, shard, n)
     end
     local pre = nil
     if code == E.OK and radix_on == 1 then
-      pre = radix_pre(tag, prefix)
+      pre = radix_pre(tag, prefix, key)
       local cur = pre[1]
       if parent ~= '' and cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
@@ -130,7 +140,7 @@ each_group(function(tag, shard, n)
         store_erase(tag, shard, key, conts, frees, takeover + release)
         redis.call('HINCRBY', stats, 'put_start_discard_cnt', 1)
         if radix_on == 1 then
-          pre = radix_pre(tag, prefix)
+          pre = radix_pre(tag, prefix, key)
         end
       end
       -- One INCRBY for this item and every later one of the shard (a failed one leaves a gap).
@@ -140,27 +150,33 @@ each_group(function(tag, shard, n)
       pool = pool - #reps
       for j, rep in ipairs(reps) do
         local id = next_id()
-        rep.id, rep.st, rep.ms = id, 'P', nil
+        local sg = rep.sg
+        local ref = sg.refs[tag]
+        if not ref then
+          ref = store_segment_ref(tag, sg)
+          sg.refs[tag] = ref
+        end
+        rep.id, rep.ref = id, ref
         ids[j] = id
       end
-      local fields = { F.obj.client, client, F.obj.created_ms, now, F.obj.size, it.size,
-        F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
+      local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, it.size,
+        F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
         F.obj.replicas, store_encode(reps) }
       if it.soft == 1 then
-        table.insert(fields, F.obj.soft_pin_ms)
-        table.insert(fields, now + soft_ttl)
+        fields[#fields + 1] = F.obj.soft_pin_ms
+        fields[#fields + 1] = string.format('%d', now + soft_ttl)
       end
       if it.hard == 1 then
-        table.insert(fields, F.obj.hard_pin)
-        table.insert(fields, '1')
+        fields[#fields + 1] = F.obj.hard_pin
+        fields[#fields + 1] = '1'
       end
       if radix_on == 1 then
-        table.insert(fields, F.obj.radix)
-        table.insert(fields, '1')
+        fields[#fields + 1] = F.obj.radix
+        fields[#fields + 1] = '1'
       end
       redis.call('HSET', okey, unpack(fields))
-      table.insert(proc, now)
-      table.insert(proc, key)
+      proc[#proc + 1] = now_s
+      proc[#proc + 1] = key
       objs = objs + 1
       if #it.size <= 15 then
         bytes = bytes + tonumber(it.size)
