@@ -31,10 +31,11 @@
 local num_shards, deadline, discard, release, soft_ttl, radix_on =
   argn(), argn(), argn(), argn(), argn(), argn()
 local client = arg()
--- The segments the replicas name, each with its ref per shard (store_segment_ref, once).
+-- The segments the replicas name (by their index, as ARGV strings '1', '2'...), each with
+-- its ref per shard (store_segment_ref, resolved once per segment and shard).
 local segs = {}
 for i = 1, argn() do
-  segs[i] = { seg = arg(), base = arg(), ep = arg(), proto = arg(), name = arg(), refs = {} }
+  segs[string.format('%d', i)] = { seg = arg(), base = arg(), ep = arg(), proto = arg(), name = arg(), refs = {} }
 end
 local now = now_ms()
 local now_s, oldest = string.format('%d', now), now - deadline
@@ -66,18 +67,18 @@ each_group(function(tag, shard, n)
     redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
     vetoes = redis.call('EXISTS', K.veto(tag)) == 1
   end
-  local items, left = {}, 0
+  -- The items are read from ARGV in place (no table per item or replica): an item at cursor
+  -- position i is key, put id, size, soft, hard, r, r x (segment, offset, length, ms), prefix,
+  -- parent, parent shard, generation, checked; first the shard's replica count (the id pool).
+  local A = ARGV
+  local starts, left, i = {}, 0, cursor.i
   for j = 1, n do
-    local key, pid, size, soft, hard = arg(), arg(), arg(), argn(), argn()
-    local reps = {}
-    for r = 1, argn() do
-      local sg = segs[argn()]
-      reps[r] = { id = false, st = 'P', ref = false, sg = sg, seg = sg.seg, off = arg(), len = arg(), ms = argn() }
-    end
-    items[j] = { key = key, pid = pid, size = size, soft = soft, hard = hard, reps = reps,
-      prefix = arg(), parent = arg(), pshard = arg(), gen = arg(), checked = argn() }
-    left = left + #reps
+    starts[j] = i
+    local r = tonumber(A[i + 6])
+    left = left + r
+    i = i + 11 + 4 * r
   end
+  cursor.i = i
   -- Deferred writes: objects count, bytes (a number while exact, else a decimal string),
   -- processing entries, the radix counters and leaf entries.
   local acc = radix_acc()
@@ -93,16 +94,21 @@ each_group(function(tag, shard, n)
     objs, bytes, big, proc = 0, 0, '0', {}
   end
   local next_id, pool = nil, 0
-  for _, it in ipairs(items) do
-    local key, pid, reps, prefix, parent = it.key, it.pid, it.reps, it.prefix, it.parent
-    left = left - #reps
+  for j = 1, n do
+    local i = starts[j]
+    local key, pid, size, nreps = A[i + 1], A[i + 2], A[i + 3], tonumber(A[i + 6])
+    local e = i + 7 + 4 * nreps -- prefix
+    local prefix, parent, pshard, gen = A[e], A[e + 1], A[e + 2], A[e + 3]
+    left = left - nreps
     local code, msg = E.OK, ''
-    for _, rep in ipairs(reps) do
-      if code == E.OK and rep.ms < oldest then
+    for r = i + 7, e - 1, 4 do
+      if code == E.OK and tonumber(A[r + 3]) < oldest then
         code, msg = E.INTERNAL_ERROR, 'key ' .. key .. ': allocation older than the commit deadline'
       end
-      if code == E.OK and vetoes and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
-        code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. rep.seg .. ' was unmounted'
+      local seg = segs[A[r]].seg
+      if code == E.OK and vetoes
+          and redis.call('ZSCORE', K.veto(tag), store_free_entry({ seg = seg, off = A[r + 1] }, pid)) then
+        code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. seg .. ' was unmounted'
       end
     end
     local okey = K.obj(tag, key)
@@ -128,7 +134,7 @@ each_group(function(tag, shard, n)
       if parent ~= '' and cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
           'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
-      elseif parent ~= '' and it.checked ~= 1 and cur == '' and pre[5] > 0 then
+      elseif parent ~= '' and A[e + 4] ~= '1' and cur == '' and pre[5] > 0 then
         code, msg = RADIX_CHECK_CYCLE, 'parent cycle check needed'
       end
     end
@@ -144,29 +150,30 @@ each_group(function(tag, shard, n)
         end
       end
       -- One INCRBY for this item and every later one of the shard (a failed one leaves a gap).
-      if #reps > pool then
-        next_id, pool = new_ids(tag, shard, #reps + left), #reps + left
+      if nreps > pool then
+        next_id, pool = new_ids(tag, shard, nreps + left), nreps + left
       end
-      pool = pool - #reps
-      for j, rep in ipairs(reps) do
+      pool = pool - nreps
+      local reps = {}
+      for r = i + 7, e - 1, 4 do
         local id = next_id()
-        local sg = rep.sg
+        local sg = segs[A[r]]
         local ref = sg.refs[tag]
         if not ref then
           ref = store_segment_ref(tag, sg)
           sg.refs[tag] = ref
         end
-        rep.id, rep.ref = id, ref
-        ids[j] = id
+        reps[#reps + 1] = { id = id, st = 'P', ref = ref, off = A[r + 1], len = A[r + 2] }
+        ids[#ids + 1] = id
       end
-      local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, it.size,
+      local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, size,
         F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
         F.obj.replicas, store_encode(reps) }
-      if it.soft == 1 then
+      if A[i + 4] == '1' then
         fields[#fields + 1] = F.obj.soft_pin_ms
         fields[#fields + 1] = string.format('%d', now + soft_ttl)
       end
-      if it.hard == 1 then
+      if A[i + 5] == '1' then
         fields[#fields + 1] = F.obj.hard_pin
         fields[#fields + 1] = '1'
       end
@@ -178,19 +185,19 @@ each_group(function(tag, shard, n)
       proc[#proc + 1] = now_s
       proc[#proc + 1] = key
       objs = objs + 1
-      if #it.size <= 15 then
-        bytes = bytes + tonumber(it.size)
+      if #size <= 15 then
+        bytes = bytes + tonumber(size)
         if bytes >= 2 ^ 52 then
           dec_hincr(stats, 'bytes', string.format('%d', bytes), false)
           bytes = 0
         end
       else
-        big = dec_add(big, it.size)
+        big = dec_add(big, size)
       end
       if radix_on == 1 then
         -- A block whose children were marked as orphans is stored again: they are adopted.
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix)
-        radix_attach(tag, prefix, parent, it.pshard, it.gen, { key }, now, 1, acc, pre)
+        radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre)
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
         end
@@ -203,9 +210,9 @@ each_group(function(tag, shard, n)
         ids[j] = rep.id
       end
     elseif code ~= E.OK and radix_on == 1 then
-      adopted = store_adopt_edge(tag, prefix, parent, it.gen)
+      adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
-    table.insert(out, { code, msg, ids, adopted })
+    out[#out + 1] = { code, msg, ids, adopted }
   end
   flush()
 end)

@@ -4,7 +4,8 @@
 -- takes the parent out of the leaf index. The child's own shard is written afterwards
 -- (radix_register / put_start) with the generation returned here.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: group count, then per group: anchor, shard index, n, then n pairs (parent hash, child hash).
+-- ARGV: group count, then per group: anchor, shard index, n, then n triples (parent hash, child
+--       hash, the child's edge field: keys.node_child_field, so the script does not derive it).
 -- Returns: one {generation, parent stored, parent rooted} per pair, in ARGV order: the link
 --          generation
 --          (integer, ms since epoch, strictly increasing per edge) and 1 when the parent's block
@@ -29,6 +30,7 @@ each_group(function(tag, shard, n)
   local seen, acc = {}, radix_acc()
   for _ = 1, n do
     local parent, child = arg(), arg()
+    radix_child_field_is(child, arg())
     local p = seen[parent]
     local gen = now
     local made = false -- a new parent: its first edge is written with it
@@ -50,7 +52,7 @@ each_group(function(tag, shard, n)
         end
       else
         -- A new parent and its first edge (generation now) in one HSET.
-        local w = { radix_child_field(child), string.format('%d', gen), F.node.nchildren, '1' }
+        local w = { radix_child_field(child), radix_ms(gen), F.node.nchildren, '1' }
         if exposed then
           w[5], w[6] = F.node.exposed, '1'
         end

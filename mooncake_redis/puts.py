@@ -31,10 +31,23 @@ from .records import U64_MAX
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 
 
+# ReplicaDescriptor is a frozen dataclass: its __init__ sets each field through
+# object.__setattr__ (about half the cost of a put's descriptor). _descriptor fills the instance
+# dict at once instead; it must name exactly the dataclass's fields (checked here, at import).
+_DESCRIPTOR_FIELDS = (
+    "replica_id", "status", "segment_id", "segment_name", "buffer_address", "size", "protocol",
+    "transport_endpoint", "offset",
+)  # fmt: skip
+if tuple(ReplicaDescriptor.__dataclass_fields__) != _DESCRIPTOR_FIELDS:  # pragma: no cover
+    raise ImportError("puts._descriptor: ReplicaDescriptor's fields changed")
+_new = object.__new__
+
+
 def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> ReplicaDescriptor:
     """A replica record (offsets, lengths and base as u64 hex) as Mooncake's descriptor."""
     off = int(rep["off"], 16)
-    return ReplicaDescriptor(
+    d: ReplicaDescriptor = _new(ReplicaDescriptor)
+    d.__dict__.update(
         replica_id=replica_id,
         status=status,
         segment_id=str(rep["seg"]),
@@ -45,6 +58,7 @@ def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> Replica
         transport_endpoint=str(rep["ep"]),
         offset=off,
     )
+    return d
 
 
 def no_space_error(p: PutItem) -> MooncakeError:
@@ -86,6 +100,23 @@ class Puts:
 
     # ------------------------------------------------------------------ put
     def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig, pid: str) -> PutItem:
+        # The common case first (an ASCII key, one positive size): the same checks, fewer calls;
+        # anything else (or a refusal) takes the full path below, which names the error.
+        if (
+            type(key) is str
+            and 0 < len(key) <= self.ctx.config.max_key_length
+            and key.isascii()
+            and type(lengths) is list
+            and len(lengths) == 1
+            and type(lengths[0]) is int
+            and 0 < lengths[0] <= U64_MAX
+        ):
+            prefix = self.ctx.prefix_of(key)
+            parent = cfg.parent_block_hash
+            if parent != prefix:
+                shard_of = self.ctx.keys.shard_of
+                pshard = shard_of(parent) if parent else -1
+                return PutItem(i, key, lengths[0], prefix, shard_of(prefix), pid, cfg, pshard)
         k = check_key(key, self.ctx.config.max_key_length)
         if isinstance(lengths, int) and not isinstance(lengths, bool):
             lengths = [lengths]
@@ -113,6 +144,17 @@ class Puts:
 
     def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
         n = cfg.replica_num
+        p = cfg.parent_block_hash
+        if (  # the common case: no preferred segment, an ASCII parent (or none)
+            type(n) is int
+            and 0 < n <= 64
+            and not cfg.preferred_segment
+            and not cfg.preferred_segments
+            and type(p) is str
+            and len(p) <= self.ctx.config.max_key_length
+            and p.isascii()
+        ):
+            return cfg
         if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 64:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"replica_num: must be in 1..64, got {n!r}"

@@ -90,6 +90,11 @@ local function radix_child_field(c)
   return f
 end
 
+-- A caller that sends child c's edge field (keys.node_child_field, the same rule) records it.
+local function radix_child_field_is(c, f)
+  radix_child_fields[c] = f
+end
+
 -- How many children node h has.
 local function radix_nchildren(tag, h)
   return tonumber(redis.call('HGET', K.node(tag, h), F.node.nchildren)) or 0
@@ -221,6 +226,15 @@ local function radix_flush(tag, acc)
   acc.nodes, acc.rkeys, acc.leaf, acc.unleaf = 0, 0, {}, {}
 end
 
+-- now (ms, an integer) as a decimal string; the script's clock is one value, formatted once.
+local radix_ms_memo = { n = nil, s = nil }
+local function radix_ms(now)
+  if radix_ms_memo.n ~= now then
+    radix_ms_memo.n, radix_ms_memo.s = now, string.format('%d', now)
+  end
+  return radix_ms_memo.s
+end
+
 -- Creates node h if absent. With acc, the caller has seen that h does not exist (no EXISTS) and
 -- the node counter goes to acc. extra (optional): more field, value pairs written in the same
 -- HSET (a caller's first writes to the new node), after the defaults.
@@ -229,7 +243,7 @@ local function radix_create(tag, h, now, acc, extra)
   if not acc and redis.call('EXISTS', nkey) == 1 then
     return false
   end
-  local ms = string.format('%d', now)
+  local ms = radix_ms(now)
   if extra then
     redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', unpack(extra))
   else

@@ -88,9 +88,8 @@ async def put_start(
     conts: list[RawContinuation] = []
     for idx, (rs, cs) in await ctx.run_sharded("put_start", items, head):
         for i, (code, msg, ids, adopted) in zip(idx, rs):
-            replies[i] = Committed(
-                int(code), _s(msg), [int(_s(x)) for x in ids], bool(int(adopted))
-            )
+            # int() reads the ids' bytes as they come (decimal digits).
+            replies[i] = Committed(int(code), _s(msg), [int(x) for x in ids], bool(int(adopted)))
         conts.extend(cs)
     return replies, conts
 
