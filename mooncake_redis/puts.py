@@ -27,38 +27,18 @@ from .models import (
 from .prefix import check_key, check_str
 from .radix import RadixIndex
 from .records import U64_MAX
+from .types import replica_descriptor
 
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
-
-
-# ReplicaDescriptor is a frozen dataclass: its __init__ sets each field through
-# object.__setattr__ (about half the cost of a put's descriptor). _descriptor fills the instance
-# dict at once instead; it must name exactly the dataclass's fields (checked here, at import).
-_DESCRIPTOR_FIELDS = (
-    "replica_id", "status", "segment_id", "segment_name", "buffer_address", "size", "protocol",
-    "transport_endpoint", "offset",
-)  # fmt: skip
-if tuple(ReplicaDescriptor.__dataclass_fields__) != _DESCRIPTOR_FIELDS:  # pragma: no cover
-    raise ImportError("puts._descriptor: ReplicaDescriptor's fields changed")
-_new = object.__new__
 
 
 def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> ReplicaDescriptor:
     """A replica record (offsets, lengths and base as u64 hex) as Mooncake's descriptor."""
     off = int(rep["off"], 16)
-    d: ReplicaDescriptor = _new(ReplicaDescriptor)
-    d.__dict__.update(
-        replica_id=replica_id,
-        status=status,
-        segment_id=str(rep["seg"]),
-        segment_name=str(rep.get("name", "")),
-        buffer_address=int(rep["base"], 16) + off,
-        size=int(rep["len"], 16),
-        protocol=str(rep["proto"]),
-        transport_endpoint=str(rep["ep"]),
-        offset=off,
-    )
-    return d
+    return replica_descriptor(
+        replica_id, status, str(rep["seg"]), str(rep.get("name", "")), int(rep["base"], 16) + off,
+        int(rep["len"], 16), str(rep["proto"]), str(rep["ep"]), off,
+    )  # fmt: skip
 
 
 def no_space_error(p: PutItem) -> MooncakeError:
