@@ -25,12 +25,8 @@ each_group(function(tag, shard, n)
     elseif f[1] ~= client then
       table.insert(out, { E.ILLEGAL_CLIENT, 'client_id: key ' .. key .. ' was started by another client' })
     else
-      local reps = store_replicas(f[2])
-      for _, rep in ipairs(reps) do
-        rep.st = 'C'
-      end
       local lease = math.max(tonumber(f[4]) or 0, now)
-      redis.call('HSET', okey, F.obj.status, 'C', F.obj.lease_ms, lease, F.obj.replicas, store_encode(reps))
+      redis.call('HSET', okey, F.obj.status, 'C', F.obj.lease_ms, lease, F.obj.replicas, store_complete(f[2]))
       table.insert(done, key)
       if f[3] ~= '1' and f[5] ~= '1' then -- a radix-registered object is evicted by its leaf
         table.insert(lru, lease)

@@ -10,12 +10,13 @@
 -- counter and one HINCRBY per stats counter (deferred writes, flushed before any takeover).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
---       ttl ms, radix flag (0/1), client id; then group count, then per group: anchor, shard
---       index, n, then n items of
---       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1),
---       replicas (cjson array of {seg, off, len, base (u64 hex strings), ep, proto, name, ms}),
---       prefix hash, parent hash ('' none), parent shard (-1 none), link generation (0 none),
---       cycle checked (0/1).
+--       ttl ms, radix flag (0/1), client id, the call's segment table: m, then m segments
+--       (segment id, base (u64 hex), te endpoint, protocol, name); then group count, then per
+--       group: anchor, shard index, n, then n items of
+--       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1), replica
+--       count r, then r replicas (segment (1-based index into the segment table), offset and
+--       length (u64 hex), allocation ms), prefix hash, parent hash ('' none), parent shard
+--       (-1 none), link generation (0 none), cycle checked (0/1).
 -- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
 --          {continuation...}}. Idempotent: an object already written by this put id (a resent
 --          call whose first reply was lost) answers OK with its replica ids.
@@ -30,7 +31,14 @@
 local num_shards, deadline, discard, release, soft_ttl, radix_on =
   argn(), argn(), argn(), argn(), argn(), argn()
 local client = arg()
+-- The segments the replicas name (by their index, as ARGV strings '1', '2'...), each with
+-- its ref per shard (store_segment_ref, resolved once per segment and shard).
+local segs = {}
+for i = 1, argn() do
+  segs[string.format('%d', i)] = { seg = arg(), base = arg(), ep = arg(), proto = arg(), name = arg(), refs = {} }
+end
 local now = now_ms()
+local now_s, oldest = string.format('%d', now), now - deadline
 local out, conts, frees = {}, {}, {}
 local ONE = string.format('%016x', 1)
 
@@ -59,15 +67,18 @@ each_group(function(tag, shard, n)
     redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
     vetoes = redis.call('EXISTS', K.veto(tag)) == 1
   end
-  local items, left = {}, 0
+  -- The items are read from ARGV in place (no table per item or replica): an item at cursor
+  -- position i is key, put id, size, soft, hard, r, r x (segment, offset, length, ms), prefix,
+  -- parent, parent shard, generation, checked; first the shard's replica count (the id pool).
+  local A = ARGV
+  local starts, left, i = {}, 0, cursor.i
   for j = 1, n do
-    local it = {}
-    it.key, it.pid, it.size, it.soft, it.hard = arg(), arg(), arg(), argn(), argn()
-    it.reps = cjson.decode(arg())
-    it.prefix, it.parent, it.pshard, it.gen, it.checked = arg(), arg(), arg(), arg(), argn()
-    items[j] = it
-    left = left + #it.reps
+    starts[j] = i
+    local r = tonumber(A[i + 6])
+    left = left + r
+    i = i + 11 + 4 * r
   end
+  cursor.i = i
   -- Deferred writes: objects count, bytes (a number while exact, else a decimal string),
   -- processing entries, the radix counters and leaf entries.
   local acc = radix_acc()
@@ -83,16 +94,21 @@ each_group(function(tag, shard, n)
     objs, bytes, big, proc = 0, 0, '0', {}
   end
   local next_id, pool = nil, 0
-  for _, it in ipairs(items) do
-    local key, pid, reps, prefix, parent = it.key, it.pid, it.reps, it.prefix, it.parent
-    left = left - #reps
+  for j = 1, n do
+    local i = starts[j]
+    local key, pid, size, nreps = A[i + 1], A[i + 2], A[i + 3], tonumber(A[i + 6])
+    local e = i + 7 + 4 * nreps -- prefix
+    local prefix, parent, pshard, gen = A[e], A[e + 1], A[e + 2], A[e + 3]
+    left = left - nreps
     local code, msg = E.OK, ''
-    for _, rep in ipairs(reps) do
-      if code == E.OK and tonumber(rep.ms) < now - deadline then
+    for r = i + 7, e - 1, 4 do
+      if code == E.OK and tonumber(A[r + 3]) < oldest then
         code, msg = E.INTERNAL_ERROR, 'key ' .. key .. ': allocation older than the commit deadline'
       end
-      if code == E.OK and vetoes and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
-        code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. rep.seg .. ' was unmounted'
+      local seg = segs[A[r]].seg
+      if code == E.OK and vetoes
+          and redis.call('ZSCORE', K.veto(tag), store_free_entry({ seg = seg, off = A[r + 1] }, pid)) then
+        code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. seg .. ' was unmounted'
       end
     end
     local okey = K.obj(tag, key)
@@ -113,12 +129,12 @@ each_group(function(tag, shard, n)
     end
     local pre = nil
     if code == E.OK and radix_on == 1 then
-      pre = radix_pre(tag, prefix)
+      pre = radix_pre(tag, prefix, key)
       local cur = pre[1]
       if parent ~= '' and cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
           'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
-      elseif parent ~= '' and it.checked ~= 1 and cur == '' and pre[5] > 0 then
+      elseif parent ~= '' and A[e + 4] ~= '1' and cur == '' and pre[5] > 0 then
         code, msg = RADIX_CHECK_CYCLE, 'parent cycle check needed'
       end
     end
@@ -130,51 +146,58 @@ each_group(function(tag, shard, n)
         store_erase(tag, shard, key, conts, frees, takeover + release)
         redis.call('HINCRBY', stats, 'put_start_discard_cnt', 1)
         if radix_on == 1 then
-          pre = radix_pre(tag, prefix)
+          pre = radix_pre(tag, prefix, key)
         end
       end
       -- One INCRBY for this item and every later one of the shard (a failed one leaves a gap).
-      if #reps > pool then
-        next_id, pool = new_ids(tag, shard, #reps + left), #reps + left
+      if nreps > pool then
+        next_id, pool = new_ids(tag, shard, nreps + left), nreps + left
       end
-      pool = pool - #reps
-      for j, rep in ipairs(reps) do
+      pool = pool - nreps
+      local reps = {}
+      for r = i + 7, e - 1, 4 do
         local id = next_id()
-        rep.id, rep.st, rep.ms = id, 'P', nil
-        ids[j] = id
+        local sg = segs[A[r]]
+        local ref = sg.refs[tag]
+        if not ref then
+          ref = store_segment_ref(tag, sg)
+          sg.refs[tag] = ref
+        end
+        reps[#reps + 1] = { id = id, st = 'P', ref = ref, off = A[r + 1], len = A[r + 2] }
+        ids[#ids + 1] = id
       end
-      local fields = { F.obj.client, client, F.obj.created_ms, now, F.obj.size, it.size,
-        F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
+      local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, size,
+        F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
         F.obj.replicas, store_encode(reps) }
-      if it.soft == 1 then
-        table.insert(fields, F.obj.soft_pin_ms)
-        table.insert(fields, now + soft_ttl)
+      if A[i + 4] == '1' then
+        fields[#fields + 1] = F.obj.soft_pin_ms
+        fields[#fields + 1] = string.format('%d', now + soft_ttl)
       end
-      if it.hard == 1 then
-        table.insert(fields, F.obj.hard_pin)
-        table.insert(fields, '1')
+      if A[i + 5] == '1' then
+        fields[#fields + 1] = F.obj.hard_pin
+        fields[#fields + 1] = '1'
       end
       if radix_on == 1 then
-        table.insert(fields, F.obj.radix)
-        table.insert(fields, '1')
+        fields[#fields + 1] = F.obj.radix
+        fields[#fields + 1] = '1'
       end
       redis.call('HSET', okey, unpack(fields))
-      table.insert(proc, now)
-      table.insert(proc, key)
+      proc[#proc + 1] = now_s
+      proc[#proc + 1] = key
       objs = objs + 1
-      if #it.size <= 15 then
-        bytes = bytes + tonumber(it.size)
+      if #size <= 15 then
+        bytes = bytes + tonumber(size)
         if bytes >= 2 ^ 52 then
           dec_hincr(stats, 'bytes', string.format('%d', bytes), false)
           bytes = 0
         end
       else
-        big = dec_add(big, it.size)
+        big = dec_add(big, size)
       end
       if radix_on == 1 then
         -- A block whose children were marked as orphans is stored again: they are adopted.
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix)
-        radix_attach(tag, prefix, parent, it.pshard, it.gen, { key }, now, 1, acc, pre)
+        radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre)
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
         end
@@ -187,9 +210,9 @@ each_group(function(tag, shard, n)
         ids[j] = rep.id
       end
     elseif code ~= E.OK and radix_on == 1 then
-      adopted = store_adopt_edge(tag, prefix, parent, it.gen)
+      adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
-    table.insert(out, { code, msg, ids, adopted })
+    out[#out + 1] = { code, msg, ids, adopted }
   end
   flush()
 end)

@@ -4,7 +4,8 @@
 -- takes the parent out of the leaf index. The child's own shard is written afterwards
 -- (radix_register / put_start) with the generation returned here.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: group count, then per group: anchor, shard index, n, then n pairs (parent hash, child hash).
+-- ARGV: group count, then per group: anchor, shard index, n, then n triples (parent hash, child
+--       hash, the child's edge field: keys.node_child_field, so the script does not derive it).
 -- Returns: one {generation, parent stored, parent rooted} per pair, in ARGV order: the link
 --          generation
 --          (integer, ms since epoch, strictly increasing per edge) and 1 when the parent's block
@@ -13,9 +14,10 @@
 --          orphan, nor grow an orphaned subtree from its root), else 0; rooted 1 when the
 --          parent has no parent of its own (new, a root, a shell): a put of it with a parent
 --          must pass the cycle check (the caller does it before that commit).
--- Cost: per pair one write of the edge (and one read the first time the call sees it); per
---   distinct parent its reads (node, block stored); per shard one ZREM of the leaf index and
---   one HINCRBY of the node count.
+-- Cost: per pair one write of the edge (and one read the first time the call sees it); a new
+--   parent is created with its first edge in one HSET; per distinct parent its reads (node,
+--   block stored); per shard one ZREM of the leaf index (parents that existed) and one HINCRBY
+--   of the node count.
 -- Errors: none (inputs are validated by the caller).
 -- Idempotent: yes (a resend bumps the edge to a newer generation, which the child records).
 --!include radix.lua
@@ -28,36 +30,48 @@ each_group(function(tag, shard, n)
   local seen, acc = {}, radix_acc()
   for _ = 1, n do
     local parent, child = arg(), arg()
+    radix_child_field_is(child, arg())
     local p = seen[parent]
+    local gen = now
+    local made = false -- a new parent: its first edge is written with it
     if not p then
       local pp = redis.call('HGET', K.node(tag, parent), F.node.parent)
       local stored = pp and radix_block_stored(tag, parent) or 0
       if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
         stored = 0
       end
-      if not pp then
-        radix_create(tag, parent, now, acc)
-      end
       -- kids: the generations this call gave the parent's edges; a parent created here has no
       -- other edge, so its edges' last generations need no read.
       p = { stored, (not pp or pp == '') and 1 or 0, kids = {}, fresh = not pp }
       seen[parent] = p
-      table.insert(acc.unleaf, parent)
-      if radix_tier_state(tag) then -- tiered: a parent that had a child is exposed
-        redis.call('HSET', K.node(tag, parent), F.node.exposed, '1')
+      local exposed = radix_tier_state(tag) -- tiered: a parent that had a child is exposed
+      if pp then
+        table.insert(acc.unleaf, parent) -- a new node is in no index yet
+        if exposed then
+          redis.call('HSET', K.node(tag, parent), F.node.exposed, '1')
+        end
+      else
+        -- A new parent and its first edge (generation now) in one HSET.
+        local w = { radix_child_field(child), radix_ms(gen), F.node.nchildren, '1' }
+        if exposed then
+          w[5], w[6] = F.node.exposed, '1'
+        end
+        radix_create(tag, parent, now, acc, w)
+        made = true
       end
     end
-    -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
-    local gen = now
-    local old = p.kids[child]
-    if not old and not p.fresh then
-      old = tonumber(radix_child_gen(tag, parent, child))
-    end
-    if old and old >= gen then
-      gen = old + 1
+    if not made then
+      -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
+      local old = p.kids[child]
+      if not old and not p.fresh then
+        old = tonumber(radix_child_gen(tag, parent, child))
+      end
+      if old and old >= gen then
+        gen = old + 1
+      end
+      radix_set_child(tag, parent, child, gen)
     end
     p.kids[child] = gen
-    radix_set_child(tag, parent, child, gen)
     table.insert(out, { gen, p[1], p[2] })
   end
   radix_flush(tag, acc)

@@ -12,6 +12,8 @@ slot. Lua scripts derive keys from a shard's anchor key (``<tag>:stats``) with t
 
 from __future__ import annotations
 
+import re
+
 from blake3 import blake3
 
 from .errors import ErrorCode, MooncakeError
@@ -124,10 +126,13 @@ def node_key_field(prefix_hash: str, key: str) -> str:
     return "." + key[len(prefix_hash) :] if key.startswith(prefix_hash) else "/" + key
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
 def node_child_field(child: str) -> bytes:
     """The node HASH field of the edge to child (radix.lua radix_child_field): ``>`` + the 32
     bytes of a hash of 64 lowercase hex digits, else ``<`` + the hash."""
-    if len(child) == 64 and all(c in "0123456789abcdef" for c in child):
+    if _HEX64.fullmatch(child):
         return b">" + bytes.fromhex(child)
     return b"<" + child.encode()
 

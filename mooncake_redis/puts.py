@@ -27,6 +27,7 @@ from .models import (
 from .prefix import check_key, check_str
 from .radix import RadixIndex
 from .records import U64_MAX
+from .types import replica_descriptor
 
 ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 
@@ -34,17 +35,10 @@ ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> ReplicaDescriptor:
     """A replica record (offsets, lengths and base as u64 hex) as Mooncake's descriptor."""
     off = int(rep["off"], 16)
-    return ReplicaDescriptor(
-        replica_id=replica_id,
-        status=status,
-        segment_id=str(rep["seg"]),
-        segment_name=str(rep.get("name", "")),
-        buffer_address=int(rep["base"], 16) + off,
-        size=int(rep["len"], 16),
-        protocol=str(rep["proto"]),
-        transport_endpoint=str(rep["ep"]),
-        offset=off,
-    )
+    return replica_descriptor(
+        replica_id, status, str(rep["seg"]), str(rep.get("name", "")), int(rep["base"], 16) + off,
+        int(rep["len"], 16), str(rep["proto"]), str(rep["ep"]), off,
+    )  # fmt: skip
 
 
 def no_space_error(p: PutItem) -> MooncakeError:
@@ -86,6 +80,23 @@ class Puts:
 
     # ------------------------------------------------------------------ put
     def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig, pid: str) -> PutItem:
+        # The common case first (an ASCII key, one positive size): the same checks, fewer calls;
+        # anything else (or a refusal) takes the full path below, which names the error.
+        if (
+            type(key) is str
+            and 0 < len(key) <= self.ctx.config.max_key_length
+            and key.isascii()
+            and type(lengths) is list
+            and len(lengths) == 1
+            and type(lengths[0]) is int
+            and 0 < lengths[0] <= U64_MAX
+        ):
+            prefix = self.ctx.prefix_of(key)
+            parent = cfg.parent_block_hash
+            if parent != prefix:
+                shard_of = self.ctx.keys.shard_of
+                pshard = shard_of(parent) if parent else -1
+                return PutItem(i, key, lengths[0], prefix, shard_of(prefix), pid, cfg, pshard)
         k = check_key(key, self.ctx.config.max_key_length)
         if isinstance(lengths, int) and not isinstance(lengths, bool):
             lengths = [lengths]
@@ -113,6 +124,17 @@ class Puts:
 
     def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
         n = cfg.replica_num
+        p = cfg.parent_block_hash
+        if (  # the common case: no preferred segment, an ASCII parent (or none)
+            type(n) is int
+            and 0 < n <= 64
+            and not cfg.preferred_segment
+            and not cfg.preferred_segments
+            and type(p) is str
+            and len(p) <= self.ctx.config.max_key_length
+            and p.isascii()
+        ):
+            return cfg
         if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 64:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"replica_num: must be in 1..64, got {n!r}"

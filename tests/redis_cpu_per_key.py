@@ -8,13 +8,20 @@ MHA keys; docs/benchmarks.md "The read path"). ``REDIS_CPU_PORT`` picks the serv
 shared machine's own range); otherwise a free one. Not a test: the measuring tool behind the
 figures in docs/store.md and docs/benchmarks.md; run two trees back to back to compare them on
 the same machine state.
+
+``REDIS_CPU_CALLGRIND=1`` runs the server under valgrind's callgrind instead and prints the
+instructions the server executed per put key, by script (each call dumped apart with
+callgrind_control): a count that a loaded machine does not move, unlike the CPU times; the
+read part is skipped then (valgrind slows the server about 50 times).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -42,14 +49,24 @@ async def main(tree: str) -> None:
 
     port = _port()
     binary = shutil.which("redis-server") or "redis-server"
+    workdir = tempfile.mkdtemp()
+    grind = bool(os.environ.get("REDIS_CPU_CALLGRIND"))
+    prefix = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+              f"--callgrind-out-file={workdir}/cg.%p"] if grind else []  # fmt: skip
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir",
-         tempfile.mkdtemp()],
-        stdout=subprocess.DEVNULL,
+        [*prefix, binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir",
+         workdir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+    def grind_ctl(*args: str) -> None:
+        subprocess.run(["callgrind_control", *args, str(proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+    dumped: list[str] = []  # script name of each callgrind dump, in order
     try:
         r = redis.Redis(port=port)
-        for _ in range(100):
+        for _ in range(1200 if grind else 100):
             try:
                 r.ping()
                 break
@@ -72,13 +89,25 @@ async def main(tree: str) -> None:
             c = r.info("cpu")
             return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
 
+        # One script call at a time: the put runs alloc_reserve and radix_link concurrently,
+        # and overlapping calls would each count the other's time.
+        one_at_a_time = asyncio.Lock()
+
         async def call(name: str, keys: Any, args: Any, node: Any = None) -> Any:
-            before, c0 = usec(), cpu()
-            res = await orig(name, keys, args, node)
-            per[name] += usec() - before
-            cpu_per[name] += cpu() - c0
+            async with one_at_a_time:
+                if grind:
+                    res = await orig(name, keys, args, node)
+                    if measuring:
+                        grind_ctl("-d", name)
+                        dumped.append(name)
+                    return res
+                before, c0 = usec(), cpu()
+                res = await orig(name, keys, args, node)
+                per[name] += usec() - before
+                cpu_per[name] += cpu() - c0
             return res
 
+        measuring = False
         svc.backend.call = call  # type: ignore[method-assign]
         keys = [uuid.uuid4().hex * 2 for _ in range(128 * 20)]
         await svc.batch_put_start("c", keys[:128], [[64]] * 128)
@@ -87,6 +116,10 @@ async def main(tree: str) -> None:
         cpu_per.clear()
         r.config_resetstat()
         cpu0 = r.info("cpu")
+        if grind:
+            grind_ctl("-i", "on")
+            grind_ctl("-z")
+            measuring = True
         for i in range(1, 20):
             b = keys[i * 128 : (i + 1) * 128]
             parents = [keys[i * 128 - 1] if i % 2 else "", *b[:-1]]
@@ -95,6 +128,22 @@ async def main(tree: str) -> None:
             assert all(isinstance(x, list) for x in res), res[:3]
             assert await svc.batch_put_end("c", b) == [None] * 128
         n = 19 * 128
+        if grind:
+            measuring = False
+            files = sorted(
+                glob.glob(f"{workdir}/cg.{proc.pid}.*"), key=lambda f: int(f.split(".")[-1])
+            )
+            assert len(files) == len(dumped), (len(files), len(dumped))
+            ir: collections.Counter[str] = collections.Counter()
+            for f, name in zip(files, dumped):
+                with open(f) as fh:
+                    m = re.search(r"^summary: (\d+)", fh.read(), re.M)
+                ir[name] += int(m[1]) if m else 0
+            rows_ir = {k: round(v / n / 1000, 1) for k, v in sorted(ir.items())}
+            print(tree, "Redis thousand instructions per put key (callgrind):", rows_ir,
+                  "total", round(sum(ir.values()) / n / 1000, 1))  # fmt: skip
+            await svc.aclose()
+            return
         cpu1 = r.info("cpu")
         rows = {k: round(v / n, 1) for k, v in sorted(per.items())}
         print(tree, "Redis us per key:", rows, "total", round(sum(per.values()) / n, 1))

@@ -68,12 +68,31 @@ local function radix_has_key(tag, h, key)
   return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
 end
 
+-- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte).
+local RADIX_UNHEX = {}
+for i = 0, 255 do
+  RADIX_UNHEX[string.format('%02x', i)] = string.char(i)
+end
+local radix_child_fields = {} -- memo of one script call: a put reads and writes each edge
+
 -- The node HASH field of the edge to child c.
 local function radix_child_field(c)
-  if #c == 64 and not string.find(c, '[^0-9a-f]') then
-    return '>' .. string.gsub(c, '..', function(x) return string.char(tonumber(x, 16)) end)
+  local f = radix_child_fields[c]
+  if f then
+    return f
   end
-  return '<' .. c
+  if #c == 64 and string.find(c, '^[0-9a-f]+$') then
+    f = '>' .. string.gsub(c, '..', RADIX_UNHEX)
+  else
+    f = '<' .. c
+  end
+  radix_child_fields[c] = f
+  return f
+end
+
+-- A caller that sends child c's edge field (keys.node_child_field, the same rule) records it.
+local function radix_child_field_is(c, f)
+  radix_child_fields[c] = f
 end
 
 -- How many children node h has.
@@ -215,14 +234,29 @@ local function radix_flush(tag, acc)
   acc.nodes, acc.rkeys, acc.leaf, acc.unleaf = 0, 0, {}, {}
 end
 
+-- now (ms, an integer) as a decimal string; the script's clock is one value, formatted once.
+local radix_ms_memo = { n = nil, s = nil }
+local function radix_ms(now)
+  if radix_ms_memo.n ~= now then
+    radix_ms_memo.n, radix_ms_memo.s = now, string.format('%d', now)
+  end
+  return radix_ms_memo.s
+end
+
 -- Creates node h if absent. With acc, the caller has seen that h does not exist (no EXISTS) and
--- the node counter goes to acc.
-local function radix_create(tag, h, now, acc)
+-- the node counter goes to acc. extra (optional): more field, value pairs written in the same
+-- HSET (a caller's first writes to the new node), after the defaults.
+local function radix_create(tag, h, now, acc, extra)
   local nkey = K.node(tag, h)
   if not acc and redis.call('EXISTS', nkey) == 1 then
     return false
   end
-  redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, now, F.node.score, now, F.node.hits, '0')
+  local ms = radix_ms(now)
+  if extra then
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', unpack(extra))
+  else
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0')
+  end
   radix_tier_stamp(tag, h)
   if acc then
     acc.nodes = acc.nodes + 1
@@ -286,9 +320,18 @@ end
 
 -- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,
 -- children count}. A caller that checks the node before its own writes (put_start) reads it
--- once and passes it to radix_attach.
-local function radix_pre(tag, h)
-  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren)
+-- once and passes it to radix_attach. With key (the one key the caller will attach), also
+-- whether key is registered and the key count (f.kf, f.has, f.nk): radix_attach then writes
+-- the node in one HSET instead of HSETNX + HINCRBY.
+local function radix_pre(tag, h, key)
+  local f
+  if key then
+    local kf = radix_key_field(h, key)
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, kf, F.node.nkeys)
+    f.key, f.kf, f.has, f.nk = key, kf, f[6], tonumber(f[7]) or 0
+  else
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren)
+  end
   f[5] = f[1] and (tonumber(f[5]) or 0) or 0
   return f
 end
@@ -311,17 +354,29 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   end
   local own = acc or radix_acc()
   local score = tonumber(f[2]) or 0
+  -- The node's writes in one HSET: the parent fields if they change and, when pre read the one
+  -- key (f.kf), its registration and the key count.
+  local w = {}
+  if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
+    w = { F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen }
+  end
+  local one = f.kf and #keys == 1 and keys[1] == f.key
+  if one and not f.has then
+    w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = f.kf, '1', F.node.nkeys, f.nk + 1
+    own.rkeys = own.rkeys + 1
+  end
   if not cur then
-    radix_create(tag, h, now, own)
+    radix_create(tag, h, now, own, w)
     score = now
+  elseif #w > 0 then
+    redis.call('HSET', nkey, unpack(w))
   end
   if radix_tier_state(tag) then
     score = string.format('%.17g', radix_leaf_score(tag, h))
   end
-  if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
-    redis.call('HSET', nkey, F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen)
+  if not one then
+    own.rkeys = own.rkeys + radix_add_keys(tag, h, keys)
   end
-  own.rkeys = own.rkeys + radix_add_keys(tag, h, keys)
   -- The leaf index: the node has keys and no children (attach changes neither children nor,
   -- with keys to add, the emptiness of the key set).
   if #keys == 0 then

@@ -130,6 +130,12 @@ local function store_json(reps)
   return #out > 0 and cjson.encode(out) or '[]'
 end
 
+-- Record raw (field r) with every replica COMPLETE: the status field of each replica rewritten
+-- in place (no decode, no segment lookup, no encode).
+local function store_complete(raw)
+  return (string.gsub(raw or '', '([^,;]+),[^,;]+,([^,;]+,[^,;]+,[^,;]+)', '%1,C,%2'))
+end
+
 local function store_all_complete(reps)
   for _, rep in ipairs(reps) do
     if rep.st ~= 'C' then

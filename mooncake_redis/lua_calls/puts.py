@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import orjson
-
 from ..context import Context, ShardItem
 from ..records import _s
 from .radix import RawContinuation
@@ -66,32 +64,32 @@ async def put_start(
         1 if radix else 0,
         client_id,
     ]
-    items: list[ShardItem] = [
-        (
-            x.shard,
-            [
-                x.key,
-                x.put_id,
-                str(x.size),
-                1 if x.soft_pin else 0,
-                1 if x.hard_pin else 0,
-                orjson.dumps(x.replicas),
-                x.prefix,
-                x.parent,
-                x.parent_shard,
-                x.generation,
-                1 if x.checked else 0,
-            ],
-        )
-        for x in commits
-    ]
+    # The call's segment table (each distinct segment once, in the head); a replica names its
+    # segment by its 1-based index there: no JSON per replica for the script to decode.
+    seg_index: dict[tuple[str, str, str, str, str], int] = {}
+    items: list[ShardItem] = []
+    for x in commits:
+        argv: list[Any] = [
+            x.key, x.put_id, str(x.size), 1 if x.soft_pin else 0, 1 if x.hard_pin else 0,
+            len(x.replicas),
+        ]  # fmt: skip
+        for r in x.replicas:
+            desc = (r["seg"], r["base"], r["ep"], r["proto"], r["name"])
+            si = seg_index.get(desc)
+            if si is None:
+                si = seg_index[desc] = len(seg_index) + 1
+            argv += (si, r["off"], r["len"], r["ms"])
+        argv += (x.prefix, x.parent, x.parent_shard, x.generation, 1 if x.checked else 0)
+        items.append((x.shard, argv))
+    head.append(len(seg_index))
+    for desc in seg_index:
+        head.extend(desc)
     replies: list[Committed] = [Committed(0, "", [], False)] * len(items)
     conts: list[RawContinuation] = []
     for idx, (rs, cs) in await ctx.run_sharded("put_start", items, head):
         for i, (code, msg, ids, adopted) in zip(idx, rs):
-            replies[i] = Committed(
-                int(code), _s(msg), [int(_s(x)) for x in ids], bool(int(adopted))
-            )
+            # int() reads the ids' bytes as they come (decimal digits).
+            replies[i] = Committed(int(code), _s(msg), [int(x) for x in ids], bool(int(adopted)))
         conts.extend(cs)
     return replies, conts
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..context import Context, ShardItem
+from ..keys import node_child_field
 from ..records import _s
 from ..types import RadixNode
 
@@ -72,8 +73,10 @@ def parse_node(prefix_hash: str, raw: Sequence[Any]) -> RadixNode | None:
 
 async def radix_link(ctx: Context, links: Sequence[Link]) -> list[LinkReply]:
     """``radix_link``: the parent side of each link, one reply per link."""
+    shard_of = ctx.keys.shard_of
     replies = await ctx.run_sharded_items(
-        "radix_link", [(ctx.keys.shard_of(x.parent), [x.parent, x.child]) for x in links]
+        "radix_link",
+        [(shard_of(x.parent), [x.parent, x.child, node_child_field(x.child)]) for x in links],
     )
     return [LinkReply(int(g), bool(int(s)), bool(int(r))) for g, s, r in replies]
 
