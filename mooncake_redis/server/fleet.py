@@ -106,7 +106,9 @@ class WorkerFleet:
             "evictor", "evictor", *self._common(), "--check-interval-ms", str(check_interval_ms)
         )
 
-    async def wait_ready(self, i: int, timeout: float = 30.0) -> None:
+    async def wait_ready(self, i: int, timeout: float = 90.0) -> None:
+        # (a worker took 17-22 s to get ready on a 2-core machine at load 12: the bound is for
+        # a worker that hangs, not a measure of its start)
         import httpx
 
         deadline = time.monotonic() + timeout

@@ -303,6 +303,7 @@ async def run_chaos(opts: ChaosOptions, progress: Any = None) -> ChaosReport:
         await svc.aclose()
         if server is not None:
             server.stop(kill=True)
+            shutil.rmtree(server.workdir, ignore_errors=True)  # its AOF: about 6 MB a run
 
 
 async def _until_ready(fleet: _Fleet, i: int, phase: PhaseState) -> None:
