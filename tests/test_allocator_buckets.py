@@ -182,3 +182,35 @@ async def test_inspect_key_decodes_the_allocation(make_service: Any) -> None:
     [a] = (await gather_key(svc, key))["allocations"]
     assert a["record"]["owner"] == key and a["record"]["length"] == 4096
     assert a["record"]["pending_ms"] > 0 and a["redis_cli"].startswith("HMGET '{")
+
+
+async def test_a_crash_between_bucket_deletions_is_resumed(make_service: Any) -> None:
+    """unmount's last step deletes record buckets a few per call (checkpoint unmount:buckets);
+    a worker dying between two calls leaves a consistent unmounting segment that the janitor
+    finishes."""
+    svc = await mounted(make_service, 1 << 20, script_batch_size=64)  # one bucket per call
+    keys = keys_of(70, "cb")
+    await put_all(svc, keys, 1024)  # ak 16: two buckets
+    assert len(await index_of(svc)) == 2
+
+    async def crash(step: str) -> None:
+        if step == "unmount:buckets":
+            raise RuntimeError("crash")
+
+    svc.fault_hook = crash
+    try:
+        await svc.unmount_segment("s", C)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the unmount did not reach unmount:buckets")
+    svc.fault_hook = None
+    [st] = await svc.segment_stats()
+    assert not st.mounted and st.allocations == 70 - 64 and st.allocated == (70 - 64) * 1024
+    assert len(await index_of(svc)) == 1
+    await assert_clean(svc)  # counters match what is left
+    await svc.run_janitor_once(force=True)  # resume_unmounts
+    assert await svc.segment_stats() == []
+    pattern = "{" + svc.keys.ns + ":s:*"
+    assert [k async for k in svc.backend.client.scan_iter(match=pattern)] == []
+    await assert_clean(svc)

@@ -57,18 +57,20 @@ async def segment_unmount_begin(
 
 
 async def segment_unmount_end(ctx: Context, segment_id: str) -> bool:
-    """``segment_unmount_end``: deletes the allocator of an unmounting segment (its record
-    buckets a batch per call, then the rest)."""
+    """``segment_unmount_end``: deletes the allocator of an unmounting segment: its record
+    buckets a few per call (about ``script_batch_size`` records), then the rest. Checkpoint
+    ``unmount:buckets`` between calls."""
     while True:
         done = int(
             await ctx.backend.call(
                 "segment_unmount_end",
                 [ctx.keys.segment_anchor(segment_id)],
-                [ctx.config.script_batch_size],
+                [max(1, ctx.config.script_batch_size // 64)],
             )
         )
         if done != 2:
             return bool(done)
+        await ctx.checkpoint("unmount:buckets")
 
 
 class ReserveAsk(NamedTuple):
