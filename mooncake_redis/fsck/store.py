@@ -196,17 +196,19 @@ async def _records(
         )
     }
     found = buckets.get(seg_id, set())
-    for b in sorted(found - set(index)):
-        report.add("alloc_index", seg_id, f"record bucket {b} is not in the bucket index")
     shift = info.get(HASH_FIELDS["info"]["bucket_shift"])
     if not shift:
         if found or index:
             report.add("alloc_index", seg_id, "record buckets without a bucket shift (ak)")
         return out
     ak = int(shift)
+    index_key = keys.segment_key(seg_id, "alloc_index")
     for b in sorted(found | set(index)):
         recs = bucket_records(b, ak, await client.hgetall(keys.alloc_bucket(seg_id, b)))
-        if b in index and not recs:
+        # Read again before reporting: a free or a reserve may have run since the SCAN.
+        if recs and b not in index and await client.zscore(index_key, b) is None:
+            report.add("alloc_index", seg_id, f"record bucket {b} is not in the bucket index")
+        if b in index and not recs and await client.zscore(index_key, b) is not None:
             report.add("alloc_index", seg_id, f"indexed record bucket {b} holds no record")
         for off, rec in recs.items():
             if off >> ak != int(b, 16):
