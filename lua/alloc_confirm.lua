@@ -1,28 +1,43 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- alloc_confirm: the janitor found the owner object referencing these allocations (or their free
--- already scheduled): they leave the pending set. Stale entries (record gone or another put id)
--- are dropped from pending too if their record is gone.
+-- already scheduled): they stop being pending (the record's ms is emptied), and the index score
+-- of each bucket touched is set to its oldest pending ms again. A record that is gone, or now
+-- carries another put id, is left alone.
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
 -- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
 -- Returns: confirmed count.
 -- Errors: none.
--- Idempotent: yes (removes pending entries).
+-- Idempotent: yes (a confirmed record stays confirmed).
 --!include alloc.lua
 
 local done = 0
 each_segment(function(stag, anchor, n)
+  local seg = alloc_seg(stag)
+  local touched, order = {}, {}
   for _ = 1, n do
     local off, pid = arg(), arg()
-    local rec = redis.call('HGET', K.alloc(stag), off)
-    if not rec then
-      redis.call('ZREM', K.pending(stag), off)
-    else
-      local _, rpid = alloc_parse(rec)
-      if rpid == pid then
-        done = done + redis.call('ZREM', K.pending(stag), off)
+    if seg.ak and u64_valid(off) then
+      local b, rel = alloc_bucket(off, seg.ak)
+      local rec = redis.call('HGET', K.alloc(stag, b), rel)
+      if rec then
+        local len, rpid, ms = alloc_parse(rec)
+        if rpid == pid and ms then
+          redis.call('HSET', K.alloc(stag, b), rel, u64_short(len) .. '|' .. pid .. '|')
+          seg.np = seg.np - 1
+          seg.dirty = true
+          done = done + 1
+          if not touched[b] then
+            touched[b] = true
+            table.insert(order, b)
+          end
+        end
       end
     end
   end
+  for _, b in ipairs(order) do
+    alloc_index_refresh(stag, b)
+  end
+  alloc_flush(seg)
 end)
 return done

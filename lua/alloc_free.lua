@@ -1,7 +1,8 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- alloc_free: applies buffer frees to segment allocators (outbox drains, failed puts, janitor
 -- reclaims). Idempotent: a free is applied only if the alloc record at that offset carries the
--- same put id; unknown segments and offsets are skipped.
+-- same put id; unknown segments and offsets are skipped. Per segment: one read and one write of
+-- its counters, and per free a record read, its delete and the free-extent merge.
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
 -- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
@@ -16,5 +17,6 @@ each_segment(function(stag, anchor, n)
     local off, pid = arg(), arg()
     freed = dec_add(freed, u64_to_dec(alloc_release(stag, off, pid)))
   end
+  alloc_flush(alloc_seg(stag))
 end)
 return freed

@@ -6,14 +6,16 @@
 -- start; replicas of one item land on distinct segments; an item may get fewer than wanted.
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
--- ARGV: segment count m, m anchors (the candidates), item count, then per item: key, put id,
+-- ARGV: segment count m, m anchors (the candidates), item count, then per item: owner (the
+--       key, records.alloc_owner encoding), put id,
 --       size (bytes, u64 hex), replicas wanted, start index (0-based into the anchors),
 --       preferred count np, then np 1-based anchor indices.
 -- Returns: {now ms, {per item: {anchor index, offset (u64 hex), anchor index, offset...}},
 --          largest size of a mounted candidate segment (u64 hex), {per anchor: {base (u64
 --          hex), te_endpoint, protocol, name} ({} when not mounted)}}.
 -- Cost: no Redis call per allocation in the common case (alloc.lua, alloc_take); per segment
---   one read of its info and a constant number of writes.
+--   two reads of its info and a constant number of writes, plus one HSET and one ZADD per
+--   record bucket touched (64 allocations of one size share a bucket).
 -- Errors: none (an item that gets nothing has an empty list).
 -- Idempotent: yes in effect: a reservation whose reply was lost is never committed, so the
 --   janitor frees it after alloc_reclaim_grace_ms.

@@ -12,12 +12,10 @@
 local out = {}
 each_segment(function(stag, anchor, n)
   local f = redis.call('HMGET', anchor, 'name', 'base', 'size', 'te_endpoint', 'protocol',
-    'client_id', 'allocated', 'mounted')
+    'client_id', 'allocated', 'mounted', F.info.allocations, F.info.pending)
   if not f[3] then
     table.insert(out, {})
   else
-    table.insert(f, redis.call('HLEN', K.alloc(stag)))
-    table.insert(f, redis.call('ZCARD', K.pending(stag)))
     table.insert(out, f)
   end
 end)

@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import lua_calls as lua
 from .context import Context
 from .errors import MooncakeError
+from .keys import HASH_FIELDS, KeySchema
 from .models import ReplicateConfig
-from .records import FreePair, _s, parse_entry, u64hex
+from .records import AllocRecord, FreePair, _s, bucket_records, parse_entry, u64hex
 
 SEGMENT_CACHE_S = 0.5  # how long a worker trusts its copy of the segment registry
 
@@ -40,6 +41,31 @@ class PutItem:
     maxsize: int = 0  # largest mounted segment seen while reserving
     adopted: bool = False  # failed, but its node already names the parent: keep the edge
     parent_stored: bool = False  # the parent block was completely stored when linked
+
+
+async def segment_records(
+    backend: Any, keys: KeySchema, segment_id: str, count: int = 128
+) -> AsyncIterator[dict[int, AllocRecord]]:
+    """A segment's allocation records, a page (about ``count`` record buckets) at a time:
+    ZSCAN of its bucket index, then each bucket (lua/includes/alloc.lua). Every record present
+    for the whole walk is returned (a bucket may be returned twice). ``backend``: a Backend."""
+    anchor = keys.segment_anchor(segment_id)
+    shift = await backend.command("HGET", anchor, HASH_FIELDS["info"]["bucket_shift"])
+    if not shift:
+        return
+    ak = int(shift)
+    index = keys.segment_key(segment_id, "alloc_index")
+    cursor: Any = 0
+    while True:
+        cursor, members = await backend.command("ZSCAN", index, cursor, "COUNT", count)
+        page: dict[int, AllocRecord] = {}
+        for b, _score in members:
+            bucket = _s(b)
+            raw = await backend.command("HGETALL", keys.alloc_bucket(segment_id, bucket))
+            page.update(bucket_records(bucket, ak, raw))
+        yield page
+        if int(cursor) == 0:
+            break
 
 
 class Allocator:

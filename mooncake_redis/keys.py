@@ -35,11 +35,13 @@ SHARD_SUFFIXES: dict[str, str] = {
     "segs": ":segs",  # HASH   segment table: ref -> cjson [seg, base, ep, proto, name] (store.lua)
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
-    "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated
+    "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated, ...
     "free_off": ":free_off",  # ZSET   free extent offset -> offset
     "free_len": ":free_len",  # ZSET   free extent offset -> length
-    "alloc": ":alloc",  # HASH   offset -> "len|put id|alloc ms|owner key" (owner last: may hold |)
-    "pending": ":pending",  # ZSET   offset -> alloc ms, allocations not yet confirmed
+    # HASH   one bucket of allocation records, offset >> ak (alloc.lua, records.py): field rel
+    #        (offset mod 2^ak, hex) -> "len|put id|ms" (ms while pending), rel + "k" -> owner
+    "alloc": ":a:",
+    "alloc_index": ":ab",  # ZSET   bucket -> oldest pending ms of its records (+inf: none)
 }
 GLOBAL_SUFFIXES: dict[str, str] = {
     "meta": ":meta",  # HASH   schema_version, num_shards, radix, created_ms
@@ -116,6 +118,9 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "client_id": "client_id",
         "allocated": "allocated",
         "mounted": "mounted",
+        "allocations": "allocations",  # allocation records (a count)
+        "pending": "pending",  # records not yet confirmed by the janitor (a count)
+        "bucket_shift": "ak",  # bucket = offset >> ak; picked while the segment holds nothing
     },
 }
 
@@ -214,6 +219,10 @@ class KeySchema:
 
     def segment_key(self, segment_id: str, name: str) -> str:
         return self.segment_tag(segment_id) + SEGMENT_SUFFIXES[name]
+
+    def alloc_bucket(self, segment_id: str, bucket: str) -> str:
+        """One bucket of a segment's allocation records (``bucket``: offset >> ak in hex)."""
+        return self.segment_tag(segment_id) + SEGMENT_SUFFIXES["alloc"] + bucket
 
     # -- global ---------------------------------------------------------------------------
     def global_key(self, name: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import MooncakeError
 
@@ -96,7 +96,61 @@ def parse_entry(entry: str) -> tuple[str, int, str]:
     return seg, int(off, 16), pid
 
 
-def parse_alloc_record(rec: str) -> tuple[int, str, int, str]:
-    """``"len|put id|ms|owner key"`` (len u64 hex) -> (len, put id, ms, owner)."""
-    length, pid, ms, owner = rec.split("|", 3)
-    return int(length, 16), pid, int(ms), owner
+class AllocRecord(NamedTuple):
+    """One allocation record of a segment (lua/includes/alloc.lua)."""
+
+    length: int
+    put_id: str
+    ms: int | None  # the allocation's Redis time while pending; None once confirmed
+    owner: str  # the object key
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def alloc_owner(key: str) -> bytes:
+    """The owner field of an allocation record: ``>`` + the 32 bytes of a key's leading 64
+    lowercase hex digits (a block hash) + the rest of the key, else ``<`` + the key."""
+    if len(key) >= 64 and _HEX.issuperset(key[:64]):
+        return b">" + bytes.fromhex(key[:64]) + key[64:].encode("utf-8", "surrogatepass")
+    return b"<" + key.encode("utf-8", "surrogatepass")
+
+
+def alloc_owner_key(raw: Any) -> str:
+    """The key an owner field (:func:`alloc_owner`) names."""
+    b = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")
+    if b[:1] == b">" and len(b) >= 33:
+        return b[1:33].hex() + b[33:].decode("utf-8", "surrogatepass")
+    if b[:1] == b"<":
+        return b[1:].decode("utf-8", "surrogatepass")
+    raise ValueError(f"malformed allocation owner {b!r}")
+
+
+def parse_alloc_record(rec: Any, owner: Any) -> AllocRecord:
+    """A record ``"len|put id|ms"`` (len hex without leading zeros, ms empty once confirmed)
+    and its owner field."""
+    length, pid, ms = _s(rec).split("|", 2)
+    return AllocRecord(int(length, 16), pid, int(ms) if ms else None, alloc_owner_key(owner))
+
+
+def alloc_offset(bucket: str, rel: str, shift: int) -> int:
+    """The offset of the record ``rel`` of bucket ``bucket`` (hex: offset >> shift, offset mod
+    2^shift)."""
+    return (int(bucket, 16) << shift) + int(rel, 16)
+
+
+def alloc_bucket_of(offset: int, shift: int) -> tuple[str, str]:
+    """(bucket, field) of the record of the allocation at ``offset`` (hex, no leading zeros)."""
+    return format(offset >> shift, "x"), format(offset & ((1 << shift) - 1), "x")
+
+
+def bucket_records(bucket: str, shift: int, raw: dict[Any, Any]) -> dict[int, AllocRecord]:
+    """A record bucket's HGETALL (``{<ns>:s:<segment>}:a:<bucket>``) as offset -> record."""
+    fields = {_s(k): v for k, v in raw.items()}
+    out: dict[int, AllocRecord] = {}
+    for name, value in fields.items():
+        if not name.endswith("k"):
+            out[alloc_offset(bucket, name, shift)] = parse_alloc_record(
+                value, fields.get(name + "k", b"<")
+            )
+    return out

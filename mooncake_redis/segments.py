@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import lua_calls as lua
-from .allocation import Allocator
+from .allocation import Allocator, segment_records
 from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .models import PingResponse, Segment, SegmentStats, check_segment
 from .namespace import Namespace
 from .prefix import check_str
 from .radix import RadixIndex
-from .records import _s, parse_alloc_record
+from .records import u64hex
 
 
 @dataclass(frozen=True)
@@ -110,21 +110,20 @@ class Segments:
         await self.finish_unmount(segment_id, begun.owner)
 
     async def finish_unmount(self, segment_id: str, owner: str) -> None:
-        alloc_key = self.ctx.keys.segment_key(segment_id, "alloc")
-        cursor: Any = 0
-        while True:
-            cursor, data = await self.ctx.backend.command(
-                "HSCAN", alloc_key, cursor, "COUNT", self.ctx.config.script_batch_size
-            )
-            refs: list[lua.AllocRef] = []
-            for off, rec in data.items():
-                _, pid, _, key = parse_alloc_record(_s(rec))
-                refs.append(lua.AllocRef(key, segment_id, _s(off), pid))
+        # A page of record buckets (64 records each for one object size) per segment_drop.
+        async for page in segment_records(
+            self.ctx.backend,
+            self.ctx.keys,
+            segment_id,
+            max(1, self.ctx.config.script_batch_size // 64),
+        ):
+            refs = [
+                lua.AllocRef(rec.owner, segment_id, u64hex(off), rec.put_id)
+                for off, rec in page.items()
+            ]
             dropped = await lua.segment_drop(self.ctx, refs)
             await self.radix.finish_unlinks(dropped.continuations)
             await self.allocator.apply_frees(dropped.frees)
-            if int(cursor) == 0:
-                break
         await self.ctx.checkpoint("unmount:dropped")
         await lua.segment_unmount_end(self.ctx, segment_id)
         await lua.segment_deregister(self.ctx, segment_id, owner)

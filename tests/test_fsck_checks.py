@@ -61,7 +61,9 @@ async def test_each_check_set_reports(svc: MasterService) -> None:
     assert (c["objects"], c["segments"]) == (2, 1)  # store
     assert (c["orphans"], c["orphan_roots"]) == (0, 0)  # orphans
     # The store's set finds what only it checks: replicas without their allocation record.
-    await svc.backend.client.delete(svc.keys.segment_key("s1", "alloc"))
+    client = svc.backend.client
+    for b in await client.zrange(svc.keys.segment_key("s1", "alloc_index"), 0, -1):
+        await client.delete(svc.keys.alloc_bucket("s1", b.decode()))
     kinds = (await fsck(svc)).kinds()
     assert kinds.get("replica_unallocated") == 2 and "allocated_bytes" in kinds, kinds
 

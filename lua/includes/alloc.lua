@@ -6,20 +6,147 @@
 -- ordered ZSETs (every score 0, ZRANGEBYLEX): free_off members are offset .. length (neighbours
 -- by offset), free_len members are length .. offset (best fit: the smallest length >= size,
 -- lowest offset among equals). O(log n) per call; a reserve script's allocations carve one
--- held extent in Lua and write once per segment (alloc_begin / alloc_take / alloc_end), so a
--- batch in one large free extent costs no Redis call per allocation. alloc HASH: offset -> "len|put id|ms|owner
--- key" (the owner key last: it may contain '|'). pending ZSET: offset -> alloc ms, allocations
--- not yet confirmed by the janitor. info.allocated = sum of the lengths in alloc (a u64).
+-- held extent in Lua and write once per segment and record bucket (alloc_begin / alloc_take /
+-- alloc_end), so a batch in one large free extent costs no Redis call per allocation.
+--
+-- Allocation records (schema 4) live in buckets: the segment's info field ak (bucket_shift)
+-- splits an offset into bucket = offset >> ak and rel = offset mod 2^ak (both hex without
+-- leading zeros). HASH <stag>:a:<bucket>: field rel -> "len|put id|ms" (len hex without leading
+-- zeros; ms, the allocation's Redis time, only while it is pending: empty once the janitor
+-- confirmed it), field rel .. 'k' -> the owner key as records.alloc_owner encodes it ('>' + the
+-- 32 bytes of a leading 64-hex block hash + the rest, or '<' + the key; written as Python sends
+-- it, never decoded here). ak is picked when the segment holds no record, from the first size:
+-- 2^ak / size in (32, 64], so a bucket of one size holds at most 64 records, 128 fields, every
+-- value within 64 bytes: listpack-encoded (smaller sizes mixed in may push one bucket past
+-- 128 fields: it becomes a hashtable, still correct). ZSET <stag>:ab: every bucket that holds
+-- records -> a lower bound of its oldest pending ms (+inf when it holds none): the janitor reads
+-- the due buckets, unmount and fsck walk all of them. info: allocated (u64, the sum of record
+-- lengths), allocations and pending (record counts), read once per script and segment
+-- (alloc_seg) and written once (alloc_flush).
 --!include common.lua
 --!include u64.lua
 
--- "len|pid|ms|owner" -> len (u64), pid, ms (number), owner
+-- A u64 without its leading zeros ('0' for zero), and back.
+local function u64_short(x)
+  local s = string.gsub(x, '^0+', '')
+  if s == '' then
+    return '0'
+  end
+  return s
+end
+
+local function u64_pad(s)
+  return string.rep('0', 16 - #s) .. s
+end
+
+-- "len|pid|ms" -> len (u64), pid, ms (a number, nil once confirmed)
 local function alloc_parse(rec)
   local a = string.find(rec, '|', 1, true)
   local b = string.find(rec, '|', a + 1, true)
-  local c = string.find(rec, '|', b + 1, true)
-  return string.sub(rec, 1, a - 1), string.sub(rec, a + 1, b - 1),
-    tonumber(string.sub(rec, b + 1, c - 1)), string.sub(rec, c + 1)
+  return u64_pad(string.sub(rec, 1, a - 1)), string.sub(rec, a + 1, b - 1),
+    tonumber(string.sub(rec, b + 1))
+end
+
+-- offset (u64) -> bucket, rel (hex without leading zeros), for a shift ak in [6, 31]: exact on
+-- 32-bit halves (bucket = bhi * 2^32 + blo, each below 2^32).
+local function alloc_bucket(off, ak)
+  local hi, lo = u64_split(off)
+  local p = 2 ^ ak
+  local q = TWO32 / p
+  local lhi = math.floor(lo / p)
+  local bhi = math.floor(hi / p)
+  local blo = (hi - bhi * p) * q + lhi
+  local b
+  if bhi > 0 then
+    b = string.format('%x%08x', bhi, blo)
+  else
+    b = string.format('%x', blo)
+  end
+  return b, string.format('%x', lo - lhi * p)
+end
+
+-- bucket, rel -> offset (u64): the inverse of alloc_bucket.
+local function alloc_offset(b, rel, ak)
+  local n = #b
+  local bhi = 0
+  if n > 8 then
+    bhi = tonumber(string.sub(b, 1, n - 8), 16)
+  end
+  local blo = tonumber(string.sub(b, math.max(1, n - 7)), 16)
+  local p = 2 ^ ak
+  local q = TWO32 / p
+  local top = math.floor(blo / q)
+  return u64_join(bhi * p + top, (blo - top * q) * p + tonumber(rel, 16))
+end
+
+-- The bucket shift for a segment whose first allocation has this size: 2^ak / size in
+-- (32, 64], within [6, 31].
+local function alloc_pick_shift(size)
+  local hi, lo = u64_split(size)
+  if hi > 0 then
+    return 31
+  end
+  local e = 0
+  while e < 32 and 2 ^ (e + 1) <= lo do
+    e = e + 1
+  end
+  return math.max(6, math.min(31, e + 6))
+end
+
+-- This script's view of a segment's info counters (read once, written by alloc_flush).
+local alloc_segs = {}
+local function alloc_seg(stag)
+  local s = alloc_segs[stag]
+  if not s then
+    local f = redis.call('HMGET', K.info(stag), F.info.allocated, F.info.allocations,
+      F.info.pending, F.info.bucket_shift)
+    s = { stag = stag, allocated = f[1] or U64_ZERO, n = tonumber(f[2] or '0'),
+      np = tonumber(f[3] or '0'), ak = tonumber(f[4] or ''), dirty = false }
+    alloc_segs[stag] = s
+  end
+  return s
+end
+
+local function alloc_flush(seg)
+  if seg.dirty then
+    redis.call('HSET', K.info(seg.stag), F.info.allocated, seg.allocated, F.info.allocations,
+      seg.n, F.info.pending, seg.np, F.info.bucket_shift, seg.ak or '')
+    seg.dirty = false
+  end
+end
+
+-- A bucket's records from its HGETALL: list of {rel, len (u64), pid, ms or nil}, and the
+-- oldest pending ms (nil when none is pending).
+local function alloc_bucket_records(flat)
+  local out, oldest = {}, nil
+  for i = 1, #flat, 2 do
+    local field = flat[i]
+    if string.sub(field, -1) ~= 'k' then
+      local len, pid, ms = alloc_parse(flat[i + 1])
+      table.insert(out, { field, len, pid, ms, flat[i + 1] })
+      if ms and (not oldest or ms < oldest) then
+        oldest = ms
+      end
+    end
+  end
+  return out, oldest
+end
+
+-- Sets a bucket's index score to its oldest pending ms (+inf when none; drops a bucket gone).
+local function alloc_index_set(stag, b, oldest)
+  if redis.call('EXISTS', K.alloc(stag, b)) == 0 then
+    redis.call('ZREM', K.alloc_index(stag), b)
+  elseif oldest then
+    redis.call('ZADD', K.alloc_index(stag), 'XX', string.format('%d', oldest), b)
+  else
+    redis.call('ZADD', K.alloc_index(stag), 'XX', '+inf', b)
+  end
+end
+
+-- Recomputes a bucket's index score from its records.
+local function alloc_index_refresh(stag, b)
+  local _, oldest = alloc_bucket_records(redis.call('HGETALL', K.alloc(stag, b)))
+  alloc_index_set(stag, b, oldest)
 end
 
 local function alloc_add_free(stag, off, len)
@@ -34,7 +161,7 @@ end
 
 -- The whole segment free: one extent [0, size).
 local function alloc_init(stag, size)
-  redis.call('DEL', K.free_off(stag), K.free_len(stag), K.alloc(stag), K.pending(stag))
+  redis.call('DEL', K.free_off(stag), K.free_len(stag), K.alloc_index(stag))
   alloc_add_free(stag, U64_ZERO, size)
 end
 
@@ -63,18 +190,24 @@ end
 
 -- A script's allocations in segment stag (alloc_begin, alloc_take..., alloc_end): best fit as
 -- if each were written at once, but the extent being carved is held in Lua (out of the free
--- ZSETs) and the records, pending entries and the allocated total are written once in
--- alloc_end. A batch of puts in a fresh (or one large free) extent costs no Redis call per
--- allocation: the held extent is compared with the best ZSET extent, and a ZSET lookup that
--- found nothing for a size is not repeated for that size or larger (nothing is added to the
+-- ZSETs) and the records, bucket index entries and counters are written once in alloc_end (one
+-- HSET per bucket touched). A batch of puts in a fresh (or one large free) extent costs no Redis
+-- call per allocation: the held extent is compared with the best ZSET extent, and a ZSET lookup
+-- that found nothing for a size is not repeated for that size or larger (nothing is added to the
 -- ZSETs meanwhile, except a held extent put back, which forgets it). Only this script sees the
 -- held state: frees, the janitor and unmounts see the segment after alloc_end.
 local function alloc_begin(stag)
-  return { stag = stag, hold = nil, recs = {}, pend = {}, total = U64_ZERO, none = nil }
+  local seg = alloc_seg(stag)
+  -- An empty segment picks its bucket shift again, from the next first size.
+  if seg.n == 0 and redis.call('EXISTS', K.alloc_index(stag)) == 0 then
+    seg.ak = nil
+  end
+  return { stag = stag, seg = seg, hold = nil, buckets = {}, order = {}, total = U64_ZERO,
+    count = 0, none = nil }
 end
 
--- Best-fit allocation of size bytes (u64). Returns the offset (u64), or nil when no extent is
--- large enough.
+-- Best-fit allocation of size bytes (u64), owned by owner (encoded, records.alloc_owner) and
+-- put id pid. Returns the offset (u64), or nil when no extent is large enough.
 local function alloc_take(st, size, owner, pid, now)
   local stag, hold = st.stag, st.hold
   local c = nil
@@ -105,51 +238,85 @@ local function alloc_take(st, size, owner, pid, now)
   else
     st.hold = nil
   end
-  table.insert(st.recs, off)
-  table.insert(st.recs, size .. '|' .. pid .. '|' .. string.format('%d', now) .. '|' .. owner)
-  table.insert(st.pend, now)
-  table.insert(st.pend, off)
+  local seg = st.seg
+  if not seg.ak then
+    seg.ak = alloc_pick_shift(size)
+  end
+  local b, rel = alloc_bucket(off, seg.ak)
+  local fields = st.buckets[b]
+  if not fields then
+    fields = {}
+    st.buckets[b] = fields
+    table.insert(st.order, b)
+  end
+  table.insert(fields, rel)
+  table.insert(fields, u64_short(size) .. '|' .. pid .. '|' .. string.format('%d', now))
+  table.insert(fields, rel .. 'k')
+  table.insert(fields, owner)
   st.total = u64_add(st.total, size)
+  st.count = st.count + 1
+  st.now = now
   return off
 end
 
 -- Writes a script's allocations in st's segment: the held extent's rest back to the free
--- ZSETs (its neighbours are allocated: it is the tail of a maximal extent), the records, the
--- pending entries and the allocated total.
+-- ZSETs (its neighbours are allocated: it is the tail of a maximal extent), the records (one
+-- HSET per bucket), the buckets' index entries (ZADD LT: a bucket's score is its oldest pending
+-- ms) and the counters.
 local function alloc_end(st)
   local stag = st.stag
   if st.hold then
     alloc_add_free(stag, st.hold.off, st.hold.len)
     st.hold = nil
   end
-  if #st.recs > 0 then
-    variadic('HSET', K.alloc(stag), st.recs)
-    variadic('ZADD', K.pending(stag), st.pend)
-    local allocated = redis.call('HGET', K.info(stag), F.info.allocated) or U64_ZERO
-    redis.call('HSET', K.info(stag), F.info.allocated, u64_add(allocated, st.total))
+  if st.count > 0 then
+    local ms = string.format('%d', st.now)
+    for _, b in ipairs(st.order) do
+      variadic('HSET', K.alloc(stag, b), st.buckets[b])
+      redis.call('ZADD', K.alloc_index(stag), 'LT', ms, b)
+    end
+    local seg = st.seg
+    seg.allocated = u64_add(seg.allocated, st.total)
+    seg.n = seg.n + st.count
+    seg.np = seg.np + st.count
+    seg.dirty = true
+    alloc_flush(seg)
   end
-  st.recs, st.pend, st.total = {}, {}, U64_ZERO
+  st.buckets, st.order, st.total, st.count = {}, {}, U64_ZERO, 0
 end
 
 -- Frees the allocation at off (u64) if its record carries put id pid (idempotent: a second
 -- free, or a free of an offset reused by another put, does nothing). Returns the freed length
--- (u64; zero if none).
+-- (u64; zero if none). The caller writes the counters (alloc_flush(alloc_seg(stag))). A freed
+-- pending record leaves its bucket's index score as it was: a lower bound still.
 local function alloc_release(stag, off, pid)
   if not u64_valid(off) then
     return U64_ZERO
   end
-  local rec = redis.call('HGET', K.alloc(stag), off)
+  local seg = alloc_seg(stag)
+  if not seg.ak then
+    return U64_ZERO
+  end
+  local b, rel = alloc_bucket(off, seg.ak)
+  local bkey = K.alloc(stag, b)
+  local rec = redis.call('HGET', bkey, rel)
   if not rec then
     return U64_ZERO
   end
-  local len, rpid = alloc_parse(rec)
+  local len, rpid, ms = alloc_parse(rec)
   if rpid ~= pid then
     return U64_ZERO
   end
-  redis.call('HDEL', K.alloc(stag), off)
-  redis.call('ZREM', K.pending(stag), off)
-  local allocated = redis.call('HGET', K.info(stag), F.info.allocated) or U64_ZERO
-  redis.call('HSET', K.info(stag), F.info.allocated, u64_sub(allocated, len) or U64_ZERO)
+  redis.call('HDEL', bkey, rel, rel .. 'k')
+  if redis.call('EXISTS', bkey) == 0 then
+    redis.call('ZREM', K.alloc_index(stag), b)
+  end
+  seg.allocated = u64_sub(seg.allocated, len) or U64_ZERO
+  seg.n = seg.n - 1
+  if ms then
+    seg.np = seg.np - 1
+  end
+  seg.dirty = true
   alloc_insert_free(stag, off, len)
   return len
 end

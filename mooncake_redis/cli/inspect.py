@@ -18,8 +18,8 @@ from typing import Any
 
 from ..backend import redact
 from ..errors import ErrorCode, MooncakeError
-from ..keys import node_key_field
-from ..records import decode_replicas, segment_table
+from ..keys import HASH_FIELDS, node_key_field
+from ..records import alloc_bucket_of, decode_replicas, parse_alloc_record, segment_table
 from ..service import MasterService
 from .common import describe_store, env_redis_url, non_negative_int, warn
 from .options import add_config_args, config_from_args
@@ -209,6 +209,10 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
             replicas = meta["r"]
     node = keys.node(shard, prefix)
     registered = bool(await service.backend.client.hexists(node, node_key_field(prefix, key)))
+    allocations = [
+        await gather_allocation(service, r["seg"], r["off"])
+        for r in (replicas if isinstance(replicas, list) else [])
+    ]
     return {
         "key": key,
         "prefix_hash": prefix,
@@ -221,7 +225,33 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
         "replicas": replicas,
         "registered_in_node": registered,
         "node_redis_key": node,
+        "allocations": allocations,
     }
+
+
+async def gather_allocation(service: MasterService, segment_id: str, offset: int) -> dict[str, Any]:
+    """The allocation record of a buffer, decoded (lua/includes/alloc.lua: bucket offset >> ak,
+    field offset mod 2^ak, both hex; the record ``len|put id|ms`` and the owner field)."""
+    client = service.backend.client
+    out: dict[str, Any] = {"segment": segment_id, "offset": offset, "record": None}
+    shift = await client.hget(
+        service.keys.segment_anchor(segment_id), HASH_FIELDS["info"]["bucket_shift"]
+    )
+    if not shift:
+        return out
+    bucket, field = alloc_bucket_of(offset, int(shift))
+    bkey = service.keys.alloc_bucket(segment_id, bucket)
+    out.update(redis_key=bkey, field=field, redis_cli=f"HMGET '{bkey}' {field} {field}k")
+    rec, owner = await client.hmget(bkey, [field, field + "k"])
+    if rec is not None:
+        r = parse_alloc_record(rec, owner if owner is not None else b"<")
+        out["record"] = {
+            "length": r.length,
+            "put_id": r.put_id,
+            "pending_ms": r.ms,
+            "owner": r.owner,
+        }
+    return out
 
 
 async def gather_tree(service: MasterService, h: str, depth: int) -> dict[str, Any]:

@@ -173,6 +173,13 @@ def print_key(doc: dict[str, Any]) -> None:
         con.print(t)
         for r in doc["replicas"] or []:
             con.print(f"  replica {r}", markup=False, soft_wrap=True)
+        for a in doc.get("allocations", []):
+            con.print(
+                f"  allocation {a['segment']}@{a['offset']}: {a['record']}"
+                + (f"  ({a['redis_cli']})" if "redis_cli" in a else ""),
+                markup=False,
+                soft_wrap=True,
+            )
     con.print(f"registered in its radix node: {doc['registered_in_node']}")
 
 

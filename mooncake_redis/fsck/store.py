@@ -8,11 +8,12 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from ..keys import node_key_field
+from ..keys import HASH_FIELDS, SEGMENT_SUFFIXES, node_key_field
 from ..records import (
+    AllocRecord,
     _s,
+    bucket_records,
     from_u64hex,
-    parse_alloc_record,
     parse_entry,
     replica_records,
     segment_table,
@@ -35,6 +36,7 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
     keys = service.keys
     reg = {_s(k): _s(v) for k, v in (await client.hgetall(keys.global_key("segments"))).items()}
     segs: dict[str, dict[str, Any]] = {}
+    buckets = await _bucket_keys(service)
     capacity = allocated_total = 0
     for seg_id in sorted(reg):
         info = {
@@ -51,18 +53,21 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
         free = [(int(m[:16], 16), int(m[16:], 16)) for m in by_off]
         if sorted(free) != sorted((int(m[16:], 16), int(m[:16], 16)) for m in by_len):
             report.add("free_index", seg_id, "free_off and free_len members differ")
-        allocs = {
-            from_u64hex(k): parse_alloc_record(_s(v))
-            for k, v in (await client.hgetall(keys.segment_key(seg_id, "alloc"))).items()
-        }
-        pending = {
-            from_u64hex(m) for m in await client.zrange(keys.segment_key(seg_id, "pending"), 0, -1)
-        }
+        allocs = await _records(service, report, seg_id, info, buckets)
+        pending = {off for off, rec in allocs.items() if rec.ms is not None}
+        counted = (int(info.get("allocations", "0")), int(info.get("pending", "0")))
+        if counted != (len(allocs), len(pending)):
+            report.add(
+                "allocation_count",
+                seg_id,
+                f"info counts {counted[0]} records, {counted[1]} pending; found {len(allocs)}, "
+                f"{len(pending)}",
+            )
         extents: list[tuple[int, int, str]] = []
         for off, length in free:
             extents.append((off, length, "free"))
-        for off, (length, _pid, _ms, owner) in allocs.items():
-            extents.append((off, length, "alloc " + owner))
+        for off, rec in allocs.items():
+            extents.append((off, rec.length, "alloc " + rec.owner))
         extents.sort()
         pos = 0
         for off, length, what in extents:
@@ -82,7 +87,7 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
         for a, b in itertools.pairwise(adj):
             if a[0] + a[1] == b[0]:
                 report.add("free_not_coalesced", seg_id, f"free extents at {a[0]} and {b[0]} touch")
-        total = sum(length for length, *_ in allocs.values())
+        total = sum(rec.length for rec in allocs.values())
         if total != from_u64hex(info.get("allocated", "0")):
             report.add(
                 "allocated_bytes",
@@ -130,7 +135,7 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                     )
                     continue
                 rec = s["allocs"].get(off)
-                if rec is None or rec[1] != obj["pid"] or rec[0] != int(r["len"], 16):
+                if rec is None or rec.put_id != obj["pid"] or rec.length != int(r["len"], 16):
                     report.add(
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )
@@ -141,10 +146,10 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
             elif service.config.enable_radix_tree is False and obj.get("rad"):
                 report.add("object_not_registered", key, "radix state with the flag off")
     for seg_id, s in segs.items():
-        for off, (_len, pid, _ms, owner) in s["allocs"].items():
-            if (seg_id, off, pid) not in referenced and off not in s["pending"]:
+        for off, rec in s["allocs"].items():
+            if (seg_id, off, rec.put_id) not in referenced and off not in s["pending"]:
                 report.add(
-                    "alloc_leak", seg_id, f"record at {off} (owner {owner!r}) is not referenced"
+                    "alloc_leak", seg_id, f"record at {off} (owner {rec.owner!r}) is not referenced"
                 )
     report.counts.update(
         objects=objects,
@@ -152,3 +157,67 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
         capacity_bytes=capacity,
         allocated_bytes=allocated_total,
     )
+
+
+async def _bucket_keys(service: MasterService) -> dict[str, set[str]]:
+    """Every record bucket key of the namespace (one SCAN), as segment id -> buckets."""
+    ns = service.keys.ns
+    head = "{" + ns + ":s:"
+    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in head) + "*}"
+    pattern += SEGMENT_SUFFIXES["alloc"] + "*"
+    out: dict[str, set[str]] = {}
+    async for k in service.backend.client.scan_iter(match=pattern, count=1000):
+        key = _s(k)
+        end = key.find("}")
+        if key.startswith(head) and key.startswith(SEGMENT_SUFFIXES["alloc"], end + 1):
+            seg = key[len(head) : end]
+            out.setdefault(seg, set()).add(key[end + 1 + len(SEGMENT_SUFFIXES["alloc"]) :])
+    return out
+
+
+async def _records(
+    service: MasterService,
+    report: FsckReport,
+    seg_id: str,
+    info: dict[str, str],
+    buckets: dict[str, set[str]],
+) -> dict[int, AllocRecord]:
+    """A segment's allocation records from its record buckets (alloc.lua), checking the bucket
+    index: every bucket key is indexed (SCAN of the segment's tag), every indexed bucket holds
+    records of its offset range, and a bucket with pending records is due no later than its
+    oldest (its score is a lower bound)."""
+    client = service.backend.client
+    keys = service.keys
+    out: dict[int, AllocRecord] = {}
+    index = {
+        _s(m): float(score)
+        for m, score in await client.zrange(
+            keys.segment_key(seg_id, "alloc_index"), 0, -1, withscores=True
+        )
+    }
+    found = buckets.get(seg_id, set())
+    shift = info.get(HASH_FIELDS["info"]["bucket_shift"])
+    if not shift:
+        if found or index:
+            report.add("alloc_index", seg_id, "record buckets without a bucket shift (ak)")
+        return out
+    ak = int(shift)
+    index_key = keys.segment_key(seg_id, "alloc_index")
+    for b in sorted(found | set(index)):
+        recs = bucket_records(b, ak, await client.hgetall(keys.alloc_bucket(seg_id, b)))
+        # Read again before reporting: a free or a reserve may have run since the SCAN.
+        if recs and b not in index and await client.zscore(index_key, b) is None:
+            report.add("alloc_index", seg_id, f"record bucket {b} is not in the bucket index")
+        if b in index and not recs and await client.zscore(index_key, b) is not None:
+            report.add("alloc_index", seg_id, f"indexed record bucket {b} holds no record")
+        for off, rec in recs.items():
+            if off >> ak != int(b, 16):
+                report.add("alloc_index", seg_id, f"record at {off} in bucket {b}")
+            if rec.ms is not None and b in index and index[b] > rec.ms:
+                report.add(
+                    "alloc_index",
+                    seg_id,
+                    f"bucket {b} due at {index[b]:.0f}, after its pending record at {off}",
+                )
+        out.update(recs)
+    return out

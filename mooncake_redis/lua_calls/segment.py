@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from ..context import Context
 from ..models import SegmentStats
-from ..records import _s, from_u64hex, parse_alloc_record, u64hex
+from ..records import _s, alloc_owner, from_u64hex, parse_alloc_record, u64hex
 
 
 class MountReply(NamedTuple):
@@ -57,9 +57,20 @@ async def segment_unmount_begin(
 
 
 async def segment_unmount_end(ctx: Context, segment_id: str) -> bool:
-    """``segment_unmount_end``: deletes the allocator of an unmounting segment."""
-    done = await ctx.backend.call("segment_unmount_end", [ctx.keys.segment_anchor(segment_id)], [])
-    return bool(int(done))
+    """``segment_unmount_end``: deletes the allocator of an unmounting segment: its record
+    buckets a few per call (about ``script_batch_size`` records), then the rest. Checkpoint
+    ``unmount:buckets`` between calls."""
+    while True:
+        done = int(
+            await ctx.backend.call(
+                "segment_unmount_end",
+                [ctx.keys.segment_anchor(segment_id)],
+                [max(1, ctx.config.script_batch_size // 64)],
+            )
+        )
+        if done != 2:
+            return bool(done)
+        await ctx.checkpoint("unmount:buckets")
 
 
 class ReserveAsk(NamedTuple):
@@ -96,7 +107,15 @@ async def alloc_reserve(
     argv: list[Any] = [len(anchors), *anchors, len(asks)]
     for a in asks:
         argv.extend(
-            (a.key, a.put_id, u64hex(a.size), a.replicas, a.start, len(a.preferred), *a.preferred)
+            (
+                alloc_owner(a.key),
+                a.put_id,
+                u64hex(a.size),
+                a.replicas,
+                a.start,
+                len(a.preferred),
+                *a.preferred,
+            )
         )
     declared = anchors[:1] if ctx.backend.cluster else anchors
     now, per_item, maxsize, segs = await ctx.backend.call("alloc_reserve", declared, argv, node)
@@ -145,9 +164,9 @@ async def alloc_pending(ctx: Context, seg_ids: Sequence[str], cutoff_ms: int) ->
         "alloc_pending", [(s, []) for s in seg_ids], [cutoff_ms, ctx.config.script_batch_size]
     ):
         for j, row in zip(part, reply):
-            for k in range(0, len(row), 2):
-                _, pid, ms, owner = parse_alloc_record(_s(row[k + 1]))
-                out.append(PendingAlloc(seg_ids[j], _s(row[k]), pid, ms, owner))
+            for k in range(0, len(row), 3):
+                rec = parse_alloc_record(row[k + 1], row[k + 2])
+                out.append(PendingAlloc(seg_ids[j], _s(row[k]), rec.put_id, rec.ms or 0, rec.owner))
     return out
 
 

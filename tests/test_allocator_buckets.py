@@ -1,0 +1,233 @@
+"""The allocator's bucketed records (schema 4, lua/includes/alloc.lua): records in listpack
+buckets of one offset range, pending state inside the record, a bucket index the janitor reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from blake3 import blake3
+
+from mooncake_redis import MasterService
+from mooncake_redis.allocation import segment_records
+from mooncake_redis.lua_calls import alloc_free
+from mooncake_redis.models import ReplicateConfig, Segment
+from mooncake_redis.records import (
+    alloc_bucket_of,
+    alloc_offset,
+    alloc_owner,
+    alloc_owner_key,
+    parse_alloc_record,
+)
+from tests.test_store_basic import C, assert_clean
+
+
+def keys_of(n: int, salt: str) -> list[str]:
+    return [blake3(f"{salt}/{i}".encode()).hexdigest() for i in range(n)]
+
+
+async def mounted(make_service: Any, size: int, **cfg: Any) -> MasterService:
+    svc: MasterService = await make_service(**cfg)
+    await svc.mount_segment(Segment("s", "s", 1 << 40, size), C)
+    return svc
+
+
+async def put_all(svc: MasterService, keys: list[str], size: int) -> None:
+    res = await svc.batch_put_start(C, keys, [[size]] * len(keys), ReplicateConfig())
+    assert all(isinstance(r, list) and r for r in res), res[:2]
+    assert await svc.batch_put_end(C, keys) == [None] * len(keys)
+
+
+async def index_of(svc: MasterService) -> dict[str, float]:
+    raw = await svc.backend.client.zrange(
+        svc.keys.segment_key("s", "alloc_index"), 0, -1, withscores=True
+    )
+    return {b.decode(): float(score) for b, score in raw}
+
+
+async def all_records(svc: MasterService) -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    async for page in segment_records(svc.backend, svc.keys, "s", 2):
+        out.update(page)
+    return out
+
+
+def test_owner_and_record_decoding() -> None:
+    block = "ab" * 32
+    for key in (block, block + "_0_k", "plain key|with bars", "\0t\0" + block, block[:63]):
+        assert alloc_owner_key(alloc_owner(key)) == key
+    assert alloc_owner(block) == b">" + bytes.fromhex(block)  # 33 bytes for a block hash
+    assert alloc_owner("k") == b"<k"
+    rec = parse_alloc_record(b"1000|pid|1733000000000", b"<k")
+    assert (rec.length, rec.put_id, rec.ms, rec.owner) == (4096, "pid", 1733000000000, "k")
+    assert parse_alloc_record(b"1000|pid|", b"<k").ms is None
+    for off, shift in ((0, 6), ((1 << 64) - 1, 6), ((1 << 64) - 1, 31), (12345 << 20, 18)):
+        b, rel = alloc_bucket_of(off, shift)
+        assert alloc_offset(b, rel, shift) == off
+
+
+async def test_records_of_one_size_fill_listpack_buckets(make_service: Any) -> None:
+    n, size = 300, 4096
+    svc = await mounted(make_service, n * size)
+    keys = keys_of(n, "lp")
+    await put_all(svc, keys, size)
+    info = await svc.backend.client.hgetall(svc.keys.segment_anchor("s"))
+    assert info[b"ak"] == b"18"  # 2^18 / 4096: 64 records a bucket
+    index = await index_of(svc)
+    assert len(index) == -(-n // 64)
+    client = svc.backend.client
+    for b in index:
+        bucket = svc.keys.alloc_bucket("s", b)
+        assert await client.hlen(bucket) <= 128
+        if not svc.config.redis_url.startswith("fakeredis"):
+            assert await client.object("ENCODING", bucket) == b"listpack"
+    recs = await all_records(svc)
+    assert sorted(r.owner for r in recs.values()) == sorted(keys)
+    assert all(r.ms is not None and r.length == size for r in recs.values())
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.pending, st.allocated) == (n, n, n * size)
+    await assert_clean(svc)
+
+
+async def test_janitor_confirms_by_bucket_and_fixes_stale_scores(make_service: Any) -> None:
+    svc = await mounted(
+        make_service, 1 << 20, alloc_commit_deadline_ms=100, alloc_reclaim_grace_ms=200
+    )
+    keys = keys_of(100, "jn")
+    await put_all(svc, keys, 1000)
+    # A pending record freed (its object removed before the janitor ran): its bucket's score
+    # stays a lower bound.
+    recs = await all_records(svc)
+    await svc.remove(min(recs.items())[1].owner, force=True)
+    before = await index_of(svc)
+    assert all(score < float("inf") for score in before.values())
+    await asyncio.sleep(0.25)
+    rep = await svc.run_janitor_once(force=True)
+    assert rep.confirmed_allocations == 99 and rep.reclaimed_allocations == 0
+    after = await index_of(svc)
+    assert set(after) == set(before) and all(s == float("inf") for s in after.values())
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.pending) == (99, 0)
+    assert all(r.ms is None for r in (await all_records(svc)).values())
+    rep = await svc.run_janitor_once(force=True)
+    assert rep.confirmed_allocations == 0  # nothing due is read again
+    await assert_clean(svc)
+
+
+async def test_double_and_foreign_frees_do_nothing(make_service: Any) -> None:
+    svc = await mounted(make_service, 1 << 20)
+    [key] = keys_of(1, "df")
+    await put_all(svc, [key], 5000)
+    [(off, rec)] = (await all_records(svc)).items()
+    hexoff = format(off, "016x")
+    await alloc_free(svc.ctx, {"s": [(hexoff, "another put id")]})
+    assert len(await all_records(svc)) == 1
+    await alloc_free(svc.ctx, {"s": [(hexoff, rec.put_id)]})
+    await alloc_free(svc.ctx, {"s": [(hexoff, rec.put_id)]})  # a second free: nothing
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.pending, st.allocated) == (0, 0, 0)
+    assert await index_of(svc) == {}
+
+
+async def test_an_empty_segment_picks_its_bucket_shift_again(make_service: Any) -> None:
+    svc = await mounted(make_service, 1 << 24, default_kv_lease_ttl_ms=0)
+    small = keys_of(10, "small")
+    await put_all(svc, small, 64)
+    anchor = svc.keys.segment_anchor("s")
+    assert await svc.backend.client.hget(anchor, "ak") == b"12"
+    big = keys_of(10, "big")
+    await put_all(svc, big, 1 << 16)  # mixed in: still correct
+    await assert_clean(svc)
+    await svc.batch_remove(small + big, force=True)
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.allocated) == (0, 0)
+    await put_all(svc, keys_of(3, "again"), 1 << 16)
+    assert await svc.backend.client.hget(anchor, "ak") == b"22"
+    await assert_clean(svc)
+
+
+async def test_smaller_sizes_past_a_bucket_stay_correct(make_service: Any) -> None:
+    svc = await mounted(make_service, 1 << 20, default_kv_lease_ttl_ms=0)
+    await put_all(svc, keys_of(1, "first"), 4096)  # ak 18: 256 KiB buckets
+    many = keys_of(200, "tiny")
+    await put_all(svc, many, 16)  # 200 records in one bucket: a hashtable, still found
+    await assert_clean(svc)
+    await svc.batch_remove(many, force=True)
+    await assert_clean(svc)
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.allocated) == (1, 4096)
+
+
+async def test_unmount_deletes_every_bucket(make_service: Any) -> None:
+    svc = await mounted(make_service, 1 << 20, script_batch_size=4)
+    keys = keys_of(40, "um")
+    await put_all(svc, keys, 1024)  # ak 16: 64 records a bucket, 1 bucket; then smaller ones
+    await put_all(svc, keys_of(30, "um2"), 8192)  # several buckets: unmount ends in batches
+    assert len(await index_of(svc)) > 4
+    await svc.unmount_segment("s", C)
+    assert not any(await svc.batch_exist_key(keys))
+    pattern = "{" + svc.keys.ns + ":s:*"
+    left = [k async for k in svc.backend.client.scan_iter(match=pattern)]
+    assert left == []
+    await assert_clean(svc)
+
+
+async def test_inspect_key_decodes_the_allocation(make_service: Any) -> None:
+    from mooncake_redis.cli.inspect import gather_key
+
+    svc = await mounted(make_service, 1 << 20)
+    [key] = keys_of(1, "ik")
+    await put_all(svc, [key], 4096)
+    [a] = (await gather_key(svc, key))["allocations"]
+    assert a["record"]["owner"] == key and a["record"]["length"] == 4096
+    assert a["record"]["pending_ms"] > 0 and a["redis_cli"].startswith("HMGET '{")
+
+
+async def test_a_crash_between_bucket_deletions_is_resumed(make_service: Any) -> None:
+    """unmount's last step deletes record buckets a few per call (checkpoint unmount:buckets);
+    a worker dying between two calls leaves a consistent unmounting segment that the janitor
+    finishes."""
+    svc = await mounted(make_service, 1 << 20, script_batch_size=64)  # one bucket per call
+    keys = keys_of(70, "cb")
+    await put_all(svc, keys, 1024)  # ak 16: two buckets
+    assert len(await index_of(svc)) == 2
+
+    async def crash(step: str) -> None:
+        if step == "unmount:buckets":
+            raise RuntimeError("crash")
+
+    svc.fault_hook = crash
+    try:
+        await svc.unmount_segment("s", C)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the unmount did not reach unmount:buckets")
+    svc.fault_hook = None
+    [st] = await svc.segment_stats()
+    assert not st.mounted and st.allocations == 70 - 64 and st.allocated == (70 - 64) * 1024
+    assert len(await index_of(svc)) == 1
+    await assert_clean(svc)  # counters match what is left
+    await svc.run_janitor_once(force=True)  # resume_unmounts
+    assert await svc.segment_stats() == []
+    pattern = "{" + svc.keys.ns + ":s:*"
+    assert [k async for k in svc.backend.client.scan_iter(match=pattern)] == []
+    await assert_clean(svc)
+
+
+async def test_fsck_finds_a_broken_bucket_index_and_counts(make_service: Any) -> None:
+    from mooncake_redis.fsck import fsck
+
+    svc = await mounted(make_service, 1 << 20)
+    await put_all(svc, keys_of(10, "fi"), 4096)
+    client = svc.backend.client
+    [b] = await index_of(svc)
+    await client.zrem(svc.keys.segment_key("s", "alloc_index"), b)
+    await client.hincrby(svc.keys.segment_anchor("s"), "pending", 1)
+    kinds = (await fsck(svc)).kinds()
+    assert kinds.get("alloc_index") == 1 and kinds.get("allocation_count") == 1, kinds
+    # A bucket due later than its oldest pending record would never be read in time.
+    await client.zadd(svc.keys.segment_key("s", "alloc_index"), {b: float("inf")})
+    kinds = (await fsck(svc)).kinds()
+    assert kinds.get("alloc_index") == 10, kinds
