@@ -109,7 +109,7 @@ async def test_tiered_grace_ends_with_the_next_pass(make_service: Any, spec: str
 
 
 async def test_a_change_of_policy_rescores_the_leaves(make_service: Any) -> None:
-    svc = await evict_service(make_service, 40 * OBJ)  # lru: scored by ms
+    svc = await evict_service(make_service, 40 * OBJ, eviction_policy="lru")  # scored by ms
     blocks = [h(f"sw{i}") for i in range(5)]
     await put_blocks(svc, [(b, "") for b in blocks])
     tiered = await make_service(
