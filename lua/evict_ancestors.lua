@@ -27,7 +27,7 @@ for _, g in ipairs(evict_groups(2)) do
         table.insert(chain, { st, nc, shard, {} })
         break
       end
-      local row = evict_leaf_row(tag, h, b, o, soft, now)
+      local row = evict_leaf_row(tag, h, b, o, soft)
       table.insert(chain, { st, nc, shard, row })
       local p, ps = row[7], tonumber(row[8])
       if nc ~= 1 or p == '' or not ps or ps < 0 then

@@ -10,7 +10,8 @@
 --       index, 1, then cursor score ('' = start), cursor member.
 -- Returns: {now ms, per group: {{row...}, cursor score, cursor member, exhausted 0/1,
 --          skipped lease, skipped hard, skipped busy}}, row = {hash, score, hits, bytes,
---          objects, soft 0/1, parent, parent shard, index score, age ms, exposed 0/1}.
+--          objects, soft 0/1, parent, parent shard, index score, stamp, shard clock,
+--          exposed 0/1} (evict_leaf_row).
 -- Errors: none.
 --!include evict.lua
 
@@ -42,7 +43,7 @@ for _, g in ipairs(evict_groups(2)) do
         scanned = scanned + 1
         local st, b, o, soft = evict_leaf_state(tag, h, now)
         if st == 'ok' then
-          table.insert(rows, evict_leaf_row(tag, h, b, o, soft, now))
+          table.insert(rows, evict_leaf_row(tag, h, b, o, soft))
         elseif sk[st] then
           sk[st] = sk[st] + 1
         end

@@ -15,7 +15,7 @@ for _, g in ipairs(evict_groups(1)) do
     local h = it[1]
     local st, b, o, soft = evict_leaf_state(g.tag, h, now)
     if st == 'ok' and redis.call('ZSCORE', K.leaves(g.tag), h) then
-      table.insert(out, { st, evict_leaf_row(g.tag, h, b, o, soft, now) })
+      table.insert(out, { st, evict_leaf_row(g.tag, h, b, o, soft) })
     else
       table.insert(out, { st == 'ok' and 'gone' or st, {} })
     end

@@ -18,6 +18,8 @@ SCHEMA_VERSION = 4
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")
+# The radix leaf policy (eviction/policy.py; why tiered: docs/eviction.md).
+DEFAULT_EVICTION_POLICY = "tiered"
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,10 @@ class Config:
     orphan_eviction: str = "first"
     # Radix index maintenance.
     dangling_edge_grace_ms: int = 60_000
-    # Eviction scoring among leaves: "lru" (lease order, as Mooncake) or "lru-freq".
-    eviction_policy: str = "lru"
+    # Eviction scoring among leaves (eviction/policy.py, docs/eviction.md): "tiered[:F/X/Y[/G]]"
+    # (leaf-first LRU in logical time with fresh / exposed / found tiers, the default),
+    # "lru" (lease order, as Mooncake) or "lru-freq[:W]".
+    eviction_policy: str = DEFAULT_EVICTION_POLICY
     # Where a radix pass started by the high watermark stops: "watermark" (used ratio at or below
     # eviction_high_watermark_ratio, the RFC's sole exit condition) or "watermark-ratio" (at or
     # below high watermark - eviction_ratio, as deep as Mooncake's BatchEvict goes). A pass after

@@ -190,14 +190,17 @@ async def op_expire_clients(w: World) -> Any:
 
 
 async def op_evict(w: World) -> Any:
-    """A forced radix eviction pass (leaf-first; frees through the shard outbox)."""
+    """A forced radix eviction pass under ``lru`` (leaf-first; frees through the shard
+    outbox; the leaves rescored in ms first)."""
+    w.svc.ctx.config = replace(w.svc.ctx.config, eviction_policy="lru")
+    await w.svc.eviction.record_policy()
     return await w.svc.evict_once(force=True, max_objects=4)  # type: ignore[attr-defined]
 
 
 async def op_evict_tiered(w: World) -> Any:
-    """The same pass under the tiered leaf policy: its last step publishes the clocks."""
-    w.svc.ctx.config = replace(w.svc.ctx.config, eviction_policy="tiered:0/1/1.75/0")
-    await w.svc.eviction.record_policy()
+    """The same pass under the default leaf policy, tiered (logical put grace): its last step
+    publishes the clocks."""
+    assert w.svc.ctx.config.eviction_policy == "tiered"
     return await w.svc.evict_once(force=True, max_objects=4)  # type: ignore[attr-defined]
 
 

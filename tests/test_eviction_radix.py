@@ -60,7 +60,7 @@ async def test_chain_400_deep_leaf_first(make_service: Any) -> None:
 async def test_lru_order_across_chains(make_service: Any) -> None:
     """The least recently used leaf goes first, one at a time: a chain's parent exposed by its
     last child outranks the younger chains' leaves (not one leaf of every chain per round)."""
-    svc = await evict_service(make_service, 100 * OBJ, num_shards=16)
+    svc = await evict_service(make_service, 100 * OBJ, num_shards=16, eviction_policy="lru")
     chains = [chain(name, 5) for name in ("lruX", "lruY", "lruZ")]
     for blocks in chains:  # X oldest, Z newest: distinct creation times
         await put_blocks(svc, blocks)
@@ -240,7 +240,9 @@ async def test_lru_freq_keeps_hot_leaf_longer(make_service: Any) -> None:
 
 
 async def test_lru_is_lease_order(make_service: Any) -> None:
-    svc = await evict_service(make_service, 20 * OBJ, default_kv_lease_ttl_ms=50)
+    svc = await evict_service(
+        make_service, 20 * OBJ, default_kv_lease_ttl_ms=50, eviction_policy="lru"
+    )
     hot, _cold = await _hot_and_cold(svc, "l")
     res = await svc.evict_once(max_objects=1)
     assert res.evicted_keys == [hot] and res.policy == "lru"

@@ -1,6 +1,7 @@
 """The ``tiered`` leaf policy in the store (fakeredis, Redis and Cluster): fresh leaves go
 before exposed ones and those before found ones, in logical time (the clocks each pass
-publishes), a fresh put within the grace waits, and a change of policy rescores the index."""
+publishes), a fresh leaf put since the last pass waits (the logical put grace), and a change
+of policy rescores the index."""
 
 from __future__ import annotations
 
@@ -62,21 +63,53 @@ async def test_tiered_found_leaf_outlives_lru_by_a_bounded_protection(make_servi
     assert hot in res.evicted_keys
 
 
-async def test_tiered_grace_keeps_a_fresh_put_while_older_leaves_are_left(
-    make_service: Any,
+@pytest.mark.parametrize("spec", ["tiered", "tiered:0/1/1.75/0"])
+async def test_tiered_grace_keeps_a_leaf_put_since_the_last_pass(
+    make_service: Any, spec: str
 ) -> None:
-    svc = await evict_service(make_service, 40 * OBJ, eviction_policy="tiered:0/1/1/60000")
-    a, b = sorted([h("grace-a"), h("grace-b")])  # equal scores go by name: a before b
-    await put_blocks(svc, [(b, ""), (a, "")])
-    node = svc.keys.node(svc.shard_of_key(b), b)
-    t = int(await svc.backend.client.hget(node, "t"))
-    await svc.backend.client.hset(node, "t", t - 120_000)  # b was put two minutes ago
-    assert (await svc.evict_once(max_objects=1)).evicted_keys == [b]  # a is young
-    assert (await svc.evict_once(max_objects=1)).evicted_keys == [a]  # the only one left
+    """The put grace is logical: a fresh leaf put since the evictor's last pass (its stamp
+    not behind the published clock) goes only after every leaf that is not, however long ago
+    by the clock on the wall; once a pass has evicted something since, it is a leaf as any.
+    Grace 0: plain scores."""
+    svc = await evict_service(
+        make_service, 40 * OBJ, eviction_policy=spec, default_kv_lease_ttl_ms=0
+    )
+    await _warm(svc, 10)  # 9 warm roots left, stamp 0; clock 1, turnover 9
+    hot, fresh = h("grace-hot"), h("grace-fresh")
+    await put_blocks(svc, [(hot, "")])
+    assert await svc.exist_key(hot)  # found: stamp 1, score 1 + 1.75 x 9
+    assert len((await svc.evict_once(max_objects=9)).evicted_keys) == 9  # the warm roots
+    await put_blocks(svc, [(fresh, "")])  # stamp 10 = the clock: young; score 10 < 16.75
+    first = (await svc.evict_once(max_objects=1)).evicted_keys
+    assert first == ([hot] if spec == "tiered" else [fresh])
+    # the only one left goes (a young leaf is taken once no other is left)
+    assert (await svc.evict_once(max_objects=1)).evicted_keys == [fresh if first == [hot] else hot]
+
+
+@pytest.mark.parametrize("spec", ["tiered", "tiered:0/1/1.75/1e9"])
+async def test_tiered_grace_ends_with_the_next_pass(make_service: Any, spec: str) -> None:
+    """With the default grace (1 block) a fresh leaf is young until a pass evicts something
+    after its put; with a grace of 1e9 blocks every fresh leaf stays young, and a found one
+    goes first."""
+    svc = await evict_service(
+        make_service, 40 * OBJ, eviction_policy=spec, default_kv_lease_ttl_ms=0
+    )
+    await _warm(svc, 2)  # 1 warm root left, stamp 0; clock 1, turnover 1
+    fresh, hot = h("grace-f"), h("grace-h")
+    await put_blocks(svc, [(fresh, ""), (hot, "")])  # stamp 1: young
+    assert await svc.exist_key(hot)  # found: 1 + 1.75 x 1
+    first = (await svc.evict_once(max_objects=1)).evicted_keys
+    second = (await svc.evict_once(max_objects=1)).evicted_keys
+    if spec == "tiered":
+        # the warm root (score 0, put before the last pass); then, clock 2, fresh (score 1)
+        # is young no more and goes before hot (2.75)
+        assert {fresh, hot}.isdisjoint(first) and second == [fresh]
+    else:  # every fresh leaf is young: hot goes first, then the lowest young score
+        assert first == [hot] and second != [fresh]
 
 
 async def test_a_change_of_policy_rescores_the_leaves(make_service: Any) -> None:
-    svc = await evict_service(make_service, 40 * OBJ)  # lru: scored by ms
+    svc = await evict_service(make_service, 40 * OBJ, eviction_policy="lru")  # scored by ms
     blocks = [h(f"sw{i}") for i in range(5)]
     await put_blocks(svc, [(b, "") for b in blocks])
     tiered = await make_service(
@@ -95,8 +128,10 @@ async def test_a_change_of_policy_rescores_the_leaves(make_service: Any) -> None
 
 def test_tiered_spec() -> None:
     assert get_policy("tiered") == TieredPolicy()
+    assert get_policy("tiered").describe() == "tiered:0/1/1.75"  # grace 1: since the last pass
     p = get_policy("tiered:0/1/2/50")
     assert (p.describe(), p.tier_offsets()) == ("tiered:0/1/2/50", "0.0/1.0/2.0")
+    assert isinstance(p, TieredPolicy) and p.grace == 50
     for bad in ("tiered:1/2", "tiered:0/-1/1", "tiered:x/1/1", "tiered:0/1/inf", "tiered:0/1/1/-1"):
         with pytest.raises(MooncakeError, match="tiered"):
             get_policy(bad)

@@ -355,9 +355,13 @@ async def test_interrupted_unlink_leaves_only_dangling_edge(service: MasterServi
 async def test_batch_reads_grant_each_hit(make_service: Any) -> None:
     """One batch with several keys of a node, a repeated key and a miss: every hit counts on its
     node, the node's score (and the leaf index) is the newest lease, registered objects stay out
-    of the lru index (their leaf orders them), a soft pin is refreshed, and a lease only grows."""
+    of the lru index (their leaf orders them), a soft pin is refreshed, and a lease only grows.
+    The leaf index scored by lease: ``lru`` (``tiered`` scores it in logical time)."""
     svc: MasterService = await make_service(
-        enable_radix_tree=True, default_kv_lease_ttl_ms=5_000, default_kv_soft_pin_ttl_ms=9_000
+        enable_radix_tree=True,
+        default_kv_lease_ttl_ms=5_000,
+        default_kv_soft_pin_ttl_ms=9_000,
+        eviction_policy="lru",
     )
     from mooncake_redis.models import ReplicateConfig, Segment
 

@@ -190,7 +190,7 @@ def test_tiered_evicts_fresh_tails_first_then_exposed_then_found() -> None:
     for b in (0, 1, 2):
         c.touch(b)
     c.put([(b, None, 1) for b in range(10, 15)])
-    c.now_ms = 5_000.0  # past the grace of a fresh put
+    c.published_clock = 1  # a pass evicted a block since: the fresh roots are not young now
     policy = c.policy
     order = [policy.pop() for _ in range(3)]
     # Fresh leaves go before the older found one; within a tier, least recently used first.

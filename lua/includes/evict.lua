@@ -111,13 +111,17 @@ local function evict_leaf_state(tag, h, now, any_node)
 end
 
 -- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent, parent
--- shard, index score z, age ms, exposed 0/1}: z is the leaf's score in the leaves index, or for
--- a node not in it yet (a parent read ahead) the score it will get there (radix_leaf_score).
-local function evict_leaf_row(tag, h, bytes, objs, soft, now)
-  local f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.created_ms, F.node.exposed)
+-- shard, index score z, stamp k, clock, exposed 0/1}: z is the leaf's score in the leaves
+-- index, or for a node not in it yet (a parent read ahead) the score it will get there
+-- (radix_leaf_score); k is the logical clock the node was stamped with at its put or last hit
+-- and clock the shard's logical clock as the evictor last published it (tiered: a fresh leaf
+-- with k >= clock was put since that pass, the put grace; both 0 unless tiered).
+local function evict_leaf_row(tag, h, bytes, objs, soft)
+  local f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed)
   local z = redis.call('ZSCORE', K.leaves(tag), h) or string.format('%.17g', radix_leaf_score(tag, h))
-  local age = now - (tonumber(f[5]) or 0)
-  return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, age, f[6] == '1' and 1 or 0 }
+  local st = radix_tier_state(tag)
+  local clock = st and st.clock or 0
+  return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
 end
 
 -- Evicts leaf h: erases every stored key (frees to the outbox, unregistered from the radix

@@ -44,8 +44,8 @@ def register(subparsers: Any) -> None:
         "--policy",
         type=scoring,
         help=(
-            "leaf scoring: lru, lru-freq[:W] or tiered[:F/X/Y[/G]] "
-            "(default: env MOONCAKE_REDIS_EVICTION_POLICY)"
+            "leaf scoring: tiered[:F/X/Y[/G]], lru or lru-freq[:W] "
+            "(default: env MOONCAKE_REDIS_EVICTION_POLICY, else tiered)"
         ),
     )
     p.add_argument(

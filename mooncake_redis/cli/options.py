@@ -97,7 +97,7 @@ MEANINGS: dict[str, str] = {
     "orphan_eviction": "orphaned subtrees: first (every pass takes them before any leaf) or "
     "eager (also removed at the next janitor interval)",
     "dangling_edge_grace_ms": "fsck --repair drops dangling edges older than this",
-    "eviction_policy": "leaf scoring: lru, lru-freq[:W] or tiered[:F/X/Y[/G]]",
+    "eviction_policy": "leaf scoring: tiered[:F/X/Y[/G]] (default), lru or lru-freq[:W]",
     "radix_eviction_target": "where a radix pass started by the high watermark stops: watermark "
     "(at or below it, the RFC) or watermark-ratio (at or below it minus eviction_ratio)",
     "script_batch_size": "most items one Lua script call handles",

@@ -13,6 +13,7 @@ from mooncake_redis.cli.common import (
     positive_int,
     positive_int_list,
 )
+from mooncake_redis.config import DEFAULT_EVICTION_POLICY
 from mooncake_redis.replay import traces
 from mooncake_redis.replay.trace import KEY_FORMATS
 
@@ -40,11 +41,11 @@ def _add_store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scoring",
         type=leaf_policy,
-        default=_env("EVICTION_POLICY", "lru"),
+        default=_env("EVICTION_POLICY", DEFAULT_EVICTION_POLICY),
         help=(
-            "radix leaf policy: lru, lru-freq[:W] or tiered[:F/X/Y[/G]] on our store; on the "
-            "model also every "
-            "candidate of the policy study, e.g. arc, s3fifo, 2q, lru-refs (default lru)"
+            "radix leaf policy: tiered[:F/X/Y[/G]], lru or lru-freq[:W] on our store; on the "
+            "model also every candidate of the policy study, e.g. arc, s3fifo, 2q, lru-refs "
+            f"(default {DEFAULT_EVICTION_POLICY})"
         ),
     )
     p.add_argument(

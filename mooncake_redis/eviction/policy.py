@@ -83,30 +83,37 @@ class TieredPolicy(LeafPolicy):
     *exposed* one (a put of a child was tried under it: a full prefix block a request went past;
     the mark is made when the child is linked, room or not), Y (1.75) for
     one *found* by a later request. Bounded (no leaf outlives LRU by more than Y turnovers) and
-    independent of the replay's or the clients' speed. A fresh leaf created less than G ms
-    (100) ago is not a victim while an older leaf is: it may be the last block of a put batch
-    whose request goes on in the next batch. The reference model's ``tiered`` makes the same
-    choices (tests/test_replay_store.py); why it wins: docs/eviction.md."""
+    independent of the replay's or the clients' speed.
+
+    The put grace, in the same logical time: a fresh leaf whose stamp is less than G blocks
+    (default 1) behind its shard's published clock is *young* and goes only after every leaf
+    that is not. With G = 1 that is exactly a leaf put since the evictor's last pass (the clock
+    moves only when a pass publishes what it evicted): it may be the last block of a put batch
+    whose request goes on in the next batch, and evicting it would refuse the rest of the
+    request (the put guard), however long a batch takes. G = 0: no grace. The reference model's
+    ``tiered`` makes the same choices (tests/test_replay_store.py); why it wins:
+    docs/eviction.md."""
 
     name: str = "tiered"
     fresh: float = 0.0
     exposed: float = 1.0
     found: float = 1.75
-    grace_ms: float = 100.0
+    grace: float = 1.0
+    """in blocks evicted (logical time): 1 = put since the last pass, 0 = no grace"""
     ties_by_name = True
 
     def candidate_score(self, row: LeafRow) -> float:
         return row.zscore
 
     def young(self, row: LeafRow) -> bool:
-        return row.hits <= 0 and not row.exposed and row.age_ms < self.grace_ms
+        return row.hits <= 0 and not row.exposed and row.clock - row.stamp < self.grace
 
     def tier_offsets(self) -> str:
         return f"{self.fresh!r}/{self.exposed!r}/{self.found!r}"
 
     def describe(self) -> str:
         out = f"{self.name}:{self.fresh:g}/{self.exposed:g}/{self.found:g}"
-        return out + (f"/{self.grace_ms:g}" if self.grace_ms != 100.0 else "")
+        return out + (f"/{self.grace:g}" if self.grace != 1.0 else "")
 
 
 def _tiered(spec: str, arg: str) -> TieredPolicy:
@@ -118,20 +125,21 @@ def _tiered(spec: str, arg: str) -> TieredPolicy:
     if (parts and len(parts) not in (3, 4)) or not all(v >= 0 and math.isfinite(v) for v in values):
         raise MooncakeError(
             ErrorCode.INVALID_PARAMS,
-            f"eviction_policy: expected tiered[:FRESH/EXPOSED/FOUND[/GRACE_MS]] with finite "
-            f"values >= 0 (turnovers, ms), got {spec!r}",
+            f"eviction_policy: expected tiered[:FRESH/EXPOSED/FOUND[/GRACE]] with finite "
+            f"values >= 0 (protections in turnovers; the put grace in blocks evicted, 1 = put "
+            f"since the last pass, 0 = none), got {spec!r}",
         )
     if not values:
         return TieredPolicy()
-    grace = values[3] if len(values) == 4 else 100.0
-    return TieredPolicy(fresh=values[0], exposed=values[1], found=values[2], grace_ms=grace)
+    grace = values[3] if len(values) == 4 else 1.0
+    return TieredPolicy(fresh=values[0], exposed=values[1], found=values[2], grace=grace)
 
 
 POLICY_NAMES = ("lru", "lru-freq", "tiered")
 
 
 def get_policy(spec: str, config: Config | None = None) -> LeafPolicy:
-    """``lru`` | ``lru-freq[:<weight ms>]`` | ``tiered[:F/X/Y[/grace ms]]``."""
+    """``lru`` | ``lru-freq[:<weight ms>]`` | ``tiered[:F/X/Y[/grace blocks]]``."""
     name, _, arg = spec.strip().partition(":")
     if name == "lru" and not arg:
         return LeafPolicy()

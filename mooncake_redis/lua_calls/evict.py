@@ -34,14 +34,16 @@ class LeafRow(NamedTuple):
     parent_shard: int
     zscore: float = 0.0
     """its score in the leaves index (or the one it will get there: a parent read ahead)"""
-    age_ms: int = 0
-    """since the node was created, by Redis time"""
+    stamp: int = 0
+    """the logical clock the node was stamped with at its put or last hit (tiered)"""
+    clock: int = 0
+    """its shard's logical clock as the evictor last published it (tiered)"""
     exposed: bool = False
     """it once had a child (the tiered policy's middle tier)"""
 
 
 def _leaf(row: Sequence[Any]) -> LeafRow:
-    h, s, hits, nbytes, objs, soft, parent, pshard, z, age, exposed = row
+    h, s, hits, nbytes, objs, soft, parent, pshard, z, stamp, clock, exposed = row
     return LeafRow(
         _s(h),
         float(_s(s)),
@@ -52,7 +54,8 @@ def _leaf(row: Sequence[Any]) -> LeafRow:
         _s(parent),
         int(_s(pshard)),
         float(_s(z)),
-        int(age),
+        int(float(_s(stamp))),
+        int(clock),
         bool(int(exposed)),
     )
 

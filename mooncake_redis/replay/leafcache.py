@@ -130,6 +130,9 @@ class LeafCache(Generic[K]):
         """blocks put so far"""
         self.turnover = 0
         """blocks stored after the last pass (the store's evictor publishes it: ``tiered``)"""
+        self.published_clock = 0
+        """the logical clock (blocks evicted) as of the last pass: what the store's evictor
+        publishes with the turnover (``tiered``'s put grace compares stamps with it)"""
         self.c = CacheCounters()
         self._evicted: list[K] = []
         policy.bind(self)
@@ -238,6 +241,7 @@ class LeafCache(Generic[K]):
         if freed:
             self.c.evictions += 1
         self.turnover = len(self.nodes)
+        self.published_clock = self.c.evicted_blocks
         return freed
 
     def drain_evicted(self) -> list[K]:

@@ -231,7 +231,8 @@ def _tiered(arg: str) -> Tiered[Any]:
     parts = arg.split("/")
     if len(parts) not in (3, 4):
         raise ValueError(
-            "expected tiered:FRESH/EXPOSED/FOUND[/GRACE_MS] (turnovers, ms), e.g. tiered:0/1/1.5"
+            "expected tiered:FRESH/EXPOSED/FOUND[/GRACE] (turnovers; the put grace in blocks "
+            "evicted, 1 = put since the last pass), e.g. tiered:0/1/1.5"
         )
     return Tiered(*(float(p) for p in parts))
 

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ..config import DEFAULT_EVICTION_POLICY
+
 
 @dataclass(frozen=True, slots=True)
 class PutItem:
@@ -74,8 +76,8 @@ class TargetOptions:
     value_size: int = 4096
     policy: str = "radix"
     """radix | batch-evict (our store); the real Mooncake master is always batch-evict."""
-    scoring: str = "lru"
-    """Radix scoring policy (our store and the model target)."""
+    scoring: str = DEFAULT_EVICTION_POLICY
+    """Radix scoring policy (our store and the model target); the store's default."""
     redis_url: str | None = None
     """None: the embedded store."""
     workers: int = 0

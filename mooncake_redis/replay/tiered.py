@@ -29,26 +29,28 @@ class Tiered(Generic[K]):
     long enough for X to matter; Y - X, the edge of a found leaf over an exposed one, is the
     knob.
 
-    A fresh leaf put less than G ms (default ``GRACE_MS``, 100) ago, by the replay's clock, is
-    not a victim while an older leaf is: it may be the last block of a put batch whose request
-    goes on in the next batch, and evicting it there would refuse the rest of the request (the
-    put guard: 8-10 thousand blocks of the conversation trace)."""
+    The put grace, in the same logical time: a fresh leaf whose stamp is less than G blocks
+    (default ``GRACE``, 1) behind the clock the last pass published
+    (``LeafCache.published_clock``) is not a victim while a leaf that is not young is. With
+    G = 1: a leaf put since the last pass. It may be the last block of a put batch whose
+    request goes on in the next batch, and evicting it there would refuse the rest of the
+    request (the put guard: 8-10 thousand blocks of the conversation trace). G = 0: no grace."""
 
     name = "tiered"
-    GRACE_MS = 100.0
+    GRACE = 1.0
 
     def __init__(
         self,
         fresh: float = 0.0,
         exposed: float = 1.0,
         found: float = 1.75,
-        grace_ms: float = GRACE_MS,
+        grace: float = GRACE,
     ) -> None:
-        values = (fresh, exposed, found, grace_ms)
+        values = (fresh, exposed, found, grace)
         if not (min(values) >= 0.0 and math.isfinite(sum(values))):
             raise ValueError("tier protections and grace must be finite and >= 0")
         self.offsets = (fresh, exposed, found)
-        self.grace_ms = grace_ms
+        self.grace = grace
         self.cache: LeafCache[K] | None = None
         self._heap: list[tuple[float, Any, int, Node[K]]] = []
 
@@ -102,7 +104,7 @@ class Tiered(Generic[K]):
 
     def young(self, node: Node[K]) -> bool:
         assert self.cache is not None, "bind() first"
-        return node.seg == 0 and node.born_ms + self.grace_ms > self.cache.now_ms
+        return node.seg == 0 and self.cache.published_clock - node.stamp < self.grace
 
     def pop(self) -> Node[K] | None:
         """The best leaf that is not young; the best young one when every leaf is."""
