@@ -24,11 +24,13 @@ from tests.eviction_helpers import (
 TTL = 300
 
 
-async def two(make_service: Any, capacity: int = 100 * OBJ, **cfg: Any) -> list[MasterService]:
-    a = await evict_service(make_service, capacity, evictor_lease_ttl_ms=TTL, **cfg)
+async def two(
+    make_service: Any, capacity: int = 100 * OBJ, ttl_ms: int = TTL, **cfg: Any
+) -> list[MasterService]:
+    a = await evict_service(make_service, capacity, evictor_lease_ttl_ms=ttl_ms, **cfg)
     b: MasterService = await make_service(
         enable_radix_tree=cfg.get("enable_radix_tree", True),
-        evictor_lease_ttl_ms=TTL,
+        evictor_lease_ttl_ms=ttl_ms,
         default_kv_lease_ttl_ms=2_000,
         eviction_high_watermark_ratio=0.5,
         eviction_ratio=0.5,
@@ -110,7 +112,7 @@ async def test_fenced_former_leader_cannot_write(make_service: Any) -> None:
 
 
 async def test_two_evictors_racing(make_service: Any) -> None:
-    a, b = await two(make_service)
+    a, b = await two(make_service, ttl_ms=3_000)  # (a pass outlived 300 ms at load 12: LeaseLost)
     blocks = chain("race", 60)
     await put_blocks(a, blocks)
     ra, rb = await asyncio.gather(a.evict_once(), b.evict_once())

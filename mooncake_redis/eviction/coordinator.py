@@ -28,6 +28,7 @@ from ..context import Context
 from ..errors import ErrorCode, MooncakeError
 from ..janitor import Janitor
 from ..outage import FailureLog
+from ..pausing import pause
 from .metrics import EvictionResult
 
 log = logging.getLogger("mooncake_redis.eviction")
@@ -213,8 +214,7 @@ class EvictionCoordinator:
                 except Exception as exc:  # keep the role alive through transient errors
                     self.last_error = exc
                     delay = failures.failed(exc)  # one line per change of state, with backoff
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), delay)
+                await pause(self._stop, delay)
         finally:
             await self.lease.release()
 

@@ -33,6 +33,7 @@ from ..backend import redact
 from ..config import Config
 from ..errors import ErrorCode, MooncakeError
 from ..outage import FailureLog
+from ..pausing import pause
 from ..service import MasterService
 from ..wire.metadata import add_metadata_routes
 from .docs import docs_routes
@@ -158,9 +159,7 @@ class Worker:
 
     async def _pause(self, seconds: float) -> bool:
         """Sleeps; False once the worker is stopping."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        return not self._stop.is_set()
+        return not await pause(self._stop, seconds)
 
     async def _every(
         self,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from blake3 import blake3
 
+from ..pausing import pause
 from .chaos_phases import PhaseState
 
 OBJ = 1024
@@ -175,7 +176,6 @@ async def pinger(urls: list[str], stop: asyncio.Event) -> None:
             while not stop.is_set():
                 with contextlib.suppress(MooncakeError):
                     await c.ping(client_id)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), PING_EVERY_S)
+                await pause(stop, PING_EVERY_S)
 
     await asyncio.gather(*(keep_alive(f"chaos-client-{j}") for j in range(2)))
