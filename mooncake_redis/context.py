@@ -124,11 +124,7 @@ class Context:
             ]
         else:
             flat = lambda part: list(map(keys.__getitem__, part))  # noqa: E731
-        out: list[Any] = [None] * len(keys)
-        for idx, reply in await self._run_groups(script, by_shard, flat, head):
-            for i, r in zip(idx, reply):
-                out[i] = r
-        return out
+        return _in_order(len(keys), await self._run_groups(script, by_shard, flat, head))
 
     async def _run_groups(
         self,
@@ -192,11 +188,7 @@ class Context:
         self, script: str, items: Sequence[ShardItem], head: Sequence[Any] = ()
     ) -> list[Any]:
         """For scripts that reply one entry per item: the replies in ``items`` order."""
-        out: list[Any] = [None] * len(items)
-        for idx, reply in await self.run_sharded(script, items, head):
-            for i, r in zip(idx, reply):
-                out[i] = r
-        return out
+        return _in_order(len(items), await self.run_sharded(script, items, head))
 
     async def run_segment_groups(
         self,
@@ -229,3 +221,12 @@ class Context:
         for _, calls in await self.backend.per_node(anchors, run):
             out.extend(calls)
         return out
+
+
+def _in_order(n: int, calls: Sequence[tuple[list[int], Any]]) -> list[Any]:
+    """The per-item replies of grouped calls (item indices, one reply entry each) in item order."""
+    out: list[Any] = [None] * n
+    for idx, reply in calls:
+        for i, r in zip(idx, reply):
+            out[i] = r
+    return out
