@@ -58,11 +58,14 @@ async def segment_records(
     cursor: Any = 0
     while True:
         cursor, members = await backend.command("ZSCAN", index, cursor, "COUNT", count)
+        buckets = [_s(b) for b, _score in members]
         page: dict[int, AllocRecord] = {}
-        for b, _score in members:
-            bucket = _s(b)
-            raw = await backend.command("HGETALL", keys.alloc_bucket(segment_id, bucket))
-            page.update(bucket_records(bucket, ak, raw))
+        if buckets:  # the page's buckets in one round trip (one slot: the segment's tag)
+            pipe = backend.pipeline()
+            for bucket in buckets:
+                pipe.hgetall(keys.alloc_bucket(segment_id, bucket))
+            for bucket, raw in zip(buckets, await backend.execute(pipe, "allocation buckets")):
+                page.update(bucket_records(bucket, ak, raw))
         yield page
         if int(cursor) == 0:
             break

@@ -131,13 +131,13 @@ def node_key_field(prefix_hash: str, key: str) -> str:
     return "." + key[len(prefix_hash) :] if key.startswith(prefix_hash) else "/" + key
 
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+HEX64 = re.compile(r"[0-9a-f]{64}")  # a block hash (64 lowercase hex digits)
 
 
 def node_child_field(child: str) -> bytes:
     """The node HASH field of the edge to child (radix.lua radix_child_field): ``>`` + the 32
     bytes of a hash of 64 lowercase hex digits, else ``<`` + the hash."""
-    if _HEX64.fullmatch(child):
+    if HEX64.fullmatch(child):
         return b">" + bytes.fromhex(child)
     return b"<" + child.encode()
 
@@ -145,6 +145,11 @@ def node_child_field(child: str) -> bytes:
 # Prefixes (and, in the context, keys) whose shard is remembered: a batch asks for the same ones
 # several times (key, parent, link, undo, then exists and gets); emptied when full.
 SHARD_MEMO_SIZE = 1 << 16
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally inside a SCAN MATCH glob."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def shard_hash(value: str) -> int:
@@ -188,8 +193,12 @@ class KeySchema:
     def scan_pattern(self, name: str) -> str:
         """SCAN MATCH pattern of every shard's ``obj`` or ``node`` keys (there is no SET of
         them: the keyspace is the index); :meth:`parse` filters what it over-matches."""
-        ns = "".join("\\" + c if c in "*?[]\\" else c for c in self.ns)
-        return "{" + ns + ":*}" + SHARD_SUFFIXES[name] + "*"
+        return "{" + glob_escape(self.ns) + ":*}" + SHARD_SUFFIXES[name] + "*"
+
+    def alloc_bucket_pattern(self) -> str:
+        """SCAN MATCH pattern of every segment's allocation record buckets (fsck); it may
+        over-match (a segment id holding ``}``): callers check what they find."""
+        return "{" + glob_escape(self.ns) + ":s:*}" + SEGMENT_SUFFIXES["alloc"] + "*"
 
     def parse(self, redis_key: str, name: str) -> tuple[int, str] | None:
         """(shard, id) of a shard's ``obj`` or ``node`` key, None for any other key."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .errors import MooncakeError
+from .keys import HEX64
 
 FreePair = tuple[int, str]  # (shard, outbox entry "segment id|offset|put id")
 
@@ -105,13 +106,10 @@ class AllocRecord(NamedTuple):
     owner: str  # the object key
 
 
-_HEX = frozenset("0123456789abcdef")
-
-
 def alloc_owner(key: str) -> bytes:
     """The owner field of an allocation record: ``>`` + the 32 bytes of a key's leading 64
     lowercase hex digits (a block hash) + the rest of the key, else ``<`` + the key."""
-    if len(key) >= 64 and _HEX.issuperset(key[:64]):
+    if HEX64.match(key):
         return b">" + bytes.fromhex(key[:64]) + key[64:].encode("utf-8", "surrogatepass")
     return b"<" + key.encode("utf-8", "surrogatepass")
 

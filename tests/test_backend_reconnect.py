@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import uvloop  # uvicorn[standard] brings it: the workers run on it
 
 from mooncake_redis.backend import Backend, lost_transport, map_redis_error
 from mooncake_redis.errors import ErrorCode, MooncakeError
@@ -50,7 +51,6 @@ def test_write_on_a_reset_connection_is_a_lost_connection_under_uvloop(redis_url
     """uvloop raises ``RuntimeError: unable to perform operation on <TCPTransport
     closed=True>; the handler is closed`` for this write (the stdlib loop raises
     ConnectionResetError); before the fix it reached the route as INTERNAL_ERROR."""
-    uvloop = pytest.importorskip("uvloop")
     uvloop.run(_write_on_closed_transport(redis_url))
 
 

@@ -18,7 +18,7 @@ from ..records import (
     replica_records,
     segment_table,
 )
-from ..scan import shard_ids
+from ..scan import scan_match, shard_ids
 from .report import FsckReport
 
 if TYPE_CHECKING:
@@ -161,13 +161,9 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
 
 async def _bucket_keys(service: MasterService) -> dict[str, set[str]]:
     """Every record bucket key of the namespace (one SCAN), as segment id -> buckets."""
-    ns = service.keys.ns
-    head = "{" + ns + ":s:"
-    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in head) + "*}"
-    pattern += SEGMENT_SUFFIXES["alloc"] + "*"
+    head = "{" + service.keys.ns + ":s:"
     out: dict[str, set[str]] = {}
-    async for k in service.backend.client.scan_iter(match=pattern, count=1000):
-        key = _s(k)
+    for key in await scan_match(service.backend, service.keys.alloc_bucket_pattern()):
         end = key.find("}")
         if key.startswith(head) and key.startswith(SEGMENT_SUFFIXES["alloc"], end + 1):
             seg = key[len(head) : end]

@@ -16,6 +16,7 @@ from ..context import Context, ShardItem
 from ..errors import MooncakeError
 from ..models import COMPLETE, ReplicaDescriptor
 from ..records import FreePair, _s
+from ..types import replica_descriptor
 from .radix import RawContinuation
 
 
@@ -73,7 +74,7 @@ def complete_replicas(record: Any, refs: Sequence[Any]) -> list[ReplicaDescripto
         seg, base, ep, proto, name = _segment(table[ref] if table is not None else only)
         offset = int(off, 16)
         out.append(
-            ReplicaDescriptor(
+            replica_descriptor(
                 int(rid), COMPLETE, seg, name, base + offset, int(length, 16), proto, ep, offset
             )
         )
