@@ -5,9 +5,10 @@
 -- the discarded set, released at its put start + release timeout. Refuses allocations older
 -- than the commit deadline (the janitor may reclaim them after its grace) and allocations vetoed
 -- by an unmount. With the radix flag, registers the key under its prefix node (RFC Path A).
--- Cost: per item one HMGET of the object, one HSET of all its fields, and (radix) one read and
--- at most three writes of its node; per shard one ZADD processing, one INCRBY of the replica id
--- counter and one HINCRBY per stats counter (deferred writes, flushed before any takeover).
+-- Cost: per item one HMGET of the object, one HSET of all its fields, and (radix) one HMGET and
+-- one HSET of its node (its tiered leaf score from what the HMGET read); per shard one HMGET and
+-- one HSET of the stats (tier state, counters), one ZADD processing, one INCRBY of the replica
+-- id counter, one ZADD / ZREM of the leaf index (deferred writes, flushed before any takeover).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
 --       ttl ms, radix flag (0/1), client id, the call's segment table: m, then m segments
@@ -60,8 +61,16 @@ local function new_ids(tag, shard, m)
   end
 end
 
+-- The shard counters a put adds to (flush), in the order of its reads.
+local COUNTERS = { F.stats.objects, F.stats.bytes, F.stats.nodes, F.stats.rkeys }
+
 each_group(function(tag, shard, n)
   local stats = K.stats(tag)
+  -- One read of the shard's stats: the tier state and the counters the flush adds to (valid
+  -- until the first flush; a takeover's erase writes the counters itself, so a later flush
+  -- reads them again).
+  local base = redis.call('HMGET', stats, F.stats.tier_offsets, F.stats.turnover, F.stats.clock, unpack(COUNTERS))
+  radix_tier_prime(tag, base[1], base[2], base[3])
   local vetoes = redis.call('EXISTS', K.veto(tag)) == 1
   if vetoes then
     redis.call('ZREMRANGEBYSCORE', K.veto(tag), '-inf', now - deadline - 1000)
@@ -83,15 +92,37 @@ each_group(function(tag, shard, n)
   -- processing entries, the radix counters and leaf entries.
   local acc = radix_acc()
   local objs, bytes, big, proc = 0, 0, '0', {}
+  local cur = { base[4], base[5], base[6], base[7] }
+  -- The deferred counters in one HSET (a read first unless the group's first read is still
+  -- current); bytes exact as a number below 2^53, else as a decimal string (dec_add).
   local function flush()
-    if objs ~= 0 then
-      redis.call('HINCRBY', stats, F.stats.objects, objs)
+    if objs ~= 0 or bytes ~= 0 or big ~= '0' or acc.nodes ~= 0 or acc.rkeys ~= 0 then
+      if not cur then
+        cur = redis.call('HMGET', stats, unpack(COUNTERS))
+      end
+      local w = {}
+      for i, d in ipairs({ objs, 0, acc.nodes, acc.rkeys }) do
+        if d ~= 0 then
+          w[#w + 1], w[#w + 2] = COUNTERS[i], string.format('%d', (tonumber(cur[i]) or 0) + d)
+        end
+      end
+      if bytes ~= 0 or big ~= '0' then
+        local b = cur[2] or '0'
+        if #b <= 15 and big == '0' then
+          b = string.format('%d', tonumber(b) + bytes)
+        else
+          b = dec_add(dec_add(b, string.format('%d', bytes)), big)
+        end
+        w[#w + 1], w[#w + 2] = COUNTERS[2], b
+      end
+      redis.call('HSET', stats, unpack(w))
     end
-    dec_hincr(stats, 'bytes', string.format('%d', bytes), false)
-    dec_hincr(stats, 'bytes', big, false)
+    cur = nil
     variadic('ZADD', K.processing(tag), proc)
-    radix_flush(tag, acc)
+    variadic('ZADD', K.leaves(tag), acc.leaf)
+    variadic('ZREM', K.leaves(tag), acc.unleaf)
     objs, bytes, big, proc = 0, 0, '0', {}
+    acc.nodes, acc.rkeys, acc.leaf, acc.unleaf = 0, 0, {}, {}
   end
   local next_id, pool = nil, 0
   for j = 1, n do
@@ -188,7 +219,7 @@ each_group(function(tag, shard, n)
       if #size <= 15 then
         bytes = bytes + tonumber(size)
         if bytes >= 2 ^ 52 then
-          dec_hincr(stats, 'bytes', string.format('%d', bytes), false)
+          big = dec_add(big, string.format('%d', bytes))
           bytes = 0
         end
       else

@@ -103,6 +103,7 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "nodes": "nodes",
         "rkeys": "rkeys",
         "objects": "objects",
+        "bytes": "bytes",  # a decimal string (past 63 bits too: u64.lua dec_hincr)
         "evicted_keys": "evicted_keys",
         "fence": "fence",  # the highest evictor epoch that wrote in the shard
         "tier_offsets": "tof",  # tiered: 'F/X/Y' protections in turnovers (absent: s scores)

@@ -68,10 +68,18 @@ local function radix_has_key(tag, h, key)
   return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
 end
 
--- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte).
-local RADIX_UNHEX = {}
-for i = 0, 255 do
-  RADIX_UNHEX[string.format('%02x', i)] = string.char(i)
+-- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte). Built on first
+-- use: building it costs about a million server instructions, which every call of every
+-- script that includes this file paid (most never convert a hash: Python sends the fields).
+local RADIX_UNHEX = nil
+local function radix_unhex()
+  if not RADIX_UNHEX then
+    RADIX_UNHEX = {}
+    for i = 0, 255 do
+      RADIX_UNHEX[string.format('%02x', i)] = string.char(i)
+    end
+  end
+  return RADIX_UNHEX
 end
 local radix_child_fields = {} -- memo of one script call: a put reads and writes each edge
 
@@ -82,7 +90,7 @@ local function radix_child_field(c)
     return f
   end
   if #c == 64 and string.find(c, '^[0-9a-f]+$') then
-    f = '>' .. string.gsub(c, '..', RADIX_UNHEX)
+    f = '>' .. string.gsub(c, '..', radix_unhex())
   else
     f = '<' .. c
   end
@@ -146,21 +154,32 @@ end
 -- turnover T and the logical clock (blocks evicted so far), both published by the evictor
 -- after each pass. Read once per shard and script call.
 local radix_tier_cache = {}
+
+-- Records the tier state of shard tag from its stats fields (offsets, turnover, clock: strings
+-- or false) as a caller read them, so that radix_tier_state needs no read of its own.
+local function radix_tier_prime(tag, offsets, turnover, clock)
+  local st = false
+  if offsets then
+    local off = {}
+    for v in string.gmatch(offsets, '[^/]+') do
+      table.insert(off, tonumber(v) or 0)
+    end
+    st = { off = off, turnover = tonumber(turnover) or 0, clock = tonumber(clock) or 0 }
+    st.clock_s = string.format('%d', st.clock)
+  end
+  radix_tier_cache[tag] = st
+  return st
+end
+
 local function radix_tier_state(tag)
   local st = radix_tier_cache[tag]
   if st == nil then
     -- The offsets alone first: absent (lru, lru-freq: the common case) ends it in one field.
     local f = { redis.call('HGET', K.stats(tag), F.stats.tier_offsets) }
-    st = false
     if f[1] then
       f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
-      local off = {}
-      for v in string.gmatch(f[1], '[^/]+') do
-        table.insert(off, tonumber(v) or 0)
-      end
-      st = { off = off, turnover = tonumber(f[2]) or 0, clock = tonumber(f[3]) or 0 }
     end
-    radix_tier_cache[tag] = st
+    st = radix_tier_prime(tag, f[1], f[2], f[3])
   end
   return st
 end
@@ -187,14 +206,6 @@ local function radix_leaf_score(tag, h)
   end
   local f = redis.call('HMGET', K.node(tag, h), F.node.stamp, F.node.hits, F.node.exposed)
   return radix_tier_score(st, f[1], f[2], f[3])
-end
-
--- Tiered: node h was put or found now (its stamp becomes the logical clock).
-local function radix_tier_stamp(tag, h)
-  local st = radix_tier_state(tag)
-  if st then
-    redis.call('HSET', K.node(tag, h), F.node.stamp, st.clock)
-  end
 end
 
 local function radix_zadd_leaf(tag, h, xx)
@@ -252,12 +263,17 @@ local function radix_create(tag, h, now, acc, extra)
     return false
   end
   local ms = radix_ms(now)
-  if extra then
+  -- Tiered: the node's stamp (radix_tier_stamp) in the same HSET.
+  local st = radix_tier_state(tag)
+  if extra and st then
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s, unpack(extra))
+  elseif extra then
     redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', unpack(extra))
+  elseif st then
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s)
   else
     redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0')
   end
-  radix_tier_stamp(tag, h)
   if acc then
     acc.nodes = acc.nodes + 1
   else
@@ -319,7 +335,7 @@ local function radix_local(ptag)
 end
 
 -- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,
--- children count}. A caller that checks the node before its own writes (put_start) reads it
+-- children count, tier stamp, hits, exposed} (the last three: its tiered leaf score, no read). A caller that checks the node before its own writes (put_start) reads it
 -- once and passes it to radix_attach. With key (the one key the caller will attach), also
 -- whether key is registered and the key count (f.kf, f.has, f.nk): radix_attach then writes
 -- the node in one HSET instead of HSETNX + HINCRBY.
@@ -327,10 +343,10 @@ local function radix_pre(tag, h, key)
   local f
   if key then
     local kf = radix_key_field(h, key)
-    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, kf, F.node.nkeys)
-    f.key, f.kf, f.has, f.nk = key, kf, f[6], tonumber(f[7]) or 0
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys)
+    f.key, f.kf, f.has, f.nk = key, kf, f[9], tonumber(f[10]) or 0
   else
-    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren)
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed)
   end
   f[5] = f[1] and (tonumber(f[5]) or 0) or 0
   return f
@@ -365,14 +381,20 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
     w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = f.kf, '1', F.node.nkeys, f.nk + 1
     own.rkeys = own.rkeys + 1
   end
+  local st = radix_tier_state(tag)
   if not cur then
     radix_create(tag, h, now, own, w)
     score = now
-  elseif #w > 0 then
-    redis.call('HSET', nkey, unpack(w))
-  end
-  if radix_tier_state(tag) then
-    score = string.format('%.17g', radix_leaf_score(tag, h))
+    if st then -- a new node: stamped now, no hits, not exposed
+      score = string.format('%.17g', radix_tier_score(st, st.clock, '0', false))
+    end
+  else
+    if #w > 0 then
+      redis.call('HSET', nkey, unpack(w))
+    end
+    if st then -- attach writes none of the fields the tier score reads
+      score = string.format('%.17g', radix_tier_score(st, f[6], f[7], f[8]))
+    end
   end
   if not one then
     own.rkeys = own.rkeys + radix_add_keys(tag, h, keys)
