@@ -30,8 +30,8 @@ for _, g in ipairs(groups) do
       st = 'soft'
     end
     if st == 'ok' and no_tree == 1 then
-      local f = redis.call('HMGET', K.obj(tag, key), F.obj.radix, F.obj.prefix)
-      if f[1] == '1' or (f[2] and radix_has_key(tag, f[2], key)) then
+      local f = redis.call('HMGET', K.obj(tag, key), F.obj.radix, F.obj.prefix, F.obj.prefix_len)
+      if f[1] == '1' or radix_has_key(tag, store_prefix(key, f[2], f[3]), key) then
         st = 'tree'
       end
     end

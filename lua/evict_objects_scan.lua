@@ -44,9 +44,8 @@ for _, g in ipairs(evict_groups(4)) do
         local st, b, soft = evict_object_state(tag, key, now)
         local skip = st ~= 'ok'
         if st == 'ok' and no_tree == 1 then
-          local pfx = redis.call('HGET', K.obj(tag, key), F.obj.prefix)
-          if redis.call('HGET', K.obj(tag, key), F.obj.radix) == '1'
-              or (pfx and radix_has_key(tag, pfx, key)) then
+          local f = redis.call('HMGET', K.obj(tag, key), F.obj.radix, F.obj.prefix, F.obj.prefix_len)
+          if f[1] == '1' or radix_has_key(tag, store_prefix(key, f[2], f[3]), key) then
             skip = true
             sk_tree = sk_tree + 1
           end

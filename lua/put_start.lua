@@ -198,8 +198,8 @@ each_group(function(tag, shard, n)
         ids[#ids + 1] = id
       end
       local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, size,
-        F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.prefix, prefix,
-        F.obj.replicas, store_encode(reps) }
+        F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, store_encode(reps) }
+      store_prefix_fields(key, prefix, fields)
       if A[i + 4] == '1' then
         fields[#fields + 1] = F.obj.soft_pin_ms
         fields[#fields + 1] = string.format('%d', now + soft_ttl)

@@ -14,7 +14,7 @@ from .errors import ErrorCode, MooncakeError
 ENV_PREFIX = "MOONCAKE_REDIS_"
 # 2: u64 values as fixed-width hex (offsets, lengths, bases, sizes); 3: the lean layout (replica
 # record "id,st,ref,off,len" with a per-shard segment table, no per-shard objects/nodes SETs).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")

@@ -84,7 +84,11 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "soft_pin_ms": "sp",
         "hard_pin": "hp",
         "radix": "rad",  # registered in the radix index
+        # The object's radix prefix (RFC Design 4): absent when it is the key itself (an MLA
+        # key), "pl" its length when it is a proper head of the key (an MHA "<hash>_0_k" key),
+        # "pfx" the prefix itself otherwise (a configured pattern); store.lua store_prefix.
         "prefix": "pfx",
+        "prefix_len": "pl",
         "upsert_id": "upid",  # the put id of the upsert that set an object back to PROCESSING
     },
     "node": {  # {<ns>:<i>}:n:<hash>; plus one field per registered key (node_key_field)

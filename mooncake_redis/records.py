@@ -29,6 +29,17 @@ def _err(reply: Sequence[Any]) -> MooncakeError | None:
 U64_MAX = (1 << 64) - 1
 
 
+def object_prefix(key: str, fields: Any) -> str:
+    """The radix prefix of object ``key`` from its HASH fields (str -> str): ``pfx`` when
+    stored, else the key's head of length ``pl``, else the key itself (keys.py, the object
+    fields; ``store_prefix`` in lua/includes/store.lua)."""
+    if fields.get("pfx") is not None:
+        return str(fields["pfx"])
+    if fields.get("pl") is not None:
+        return key[: int(fields["pl"])]
+    return key
+
+
 def u64hex(n: int) -> str:
     """An integer in [0, 2^64) as Redis keeps it: 16 lowercase hex characters."""
     if not 0 <= n <= U64_MAX:

@@ -20,6 +20,27 @@
 --!include u64.lua
 --!include radix.lua
 
+-- The radix prefix of object key from its fields pfx and pl (strings or false; keys.py).
+local function store_prefix(key, pfx, pl)
+  if pfx then
+    return pfx
+  elseif pl then
+    return string.sub(key, 1, tonumber(pl))
+  end
+  return key
+end
+
+-- Appends to fields the object fields that record prefix for key (none when it is the key).
+local function store_prefix_fields(key, prefix, fields)
+  if prefix == key then
+    return
+  elseif string.sub(key, 1, #prefix) == prefix then
+    fields[#fields + 1], fields[#fields + 2] = F.obj.prefix_len, string.format('%d', #prefix)
+  else
+    fields[#fields + 1], fields[#fields + 2] = F.obj.prefix, prefix
+  end
+end
+
 local function store_free_entry(rep, pid)
   return rep.seg .. '|' .. rep.off .. '|' .. pid
 end
@@ -161,7 +182,7 @@ end
 -- Returns false when the object does not exist.
 local function store_erase(tag, shard, key, conts, frees, release_at)
   local okey = K.obj(tag, key)
-  local f = redis.call('HMGET', okey, F.obj.replicas, F.obj.size, F.obj.put_id, F.obj.radix, F.obj.prefix)
+  local f = redis.call('HMGET', okey, F.obj.replicas, F.obj.size, F.obj.put_id, F.obj.radix, F.obj.prefix, F.obj.prefix_len)
   if not f[3] then
     return false
   end
@@ -182,8 +203,9 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)
   dec_hincr(K.stats(tag), 'bytes', f[2] or '0', true)
   if f[4] == '1' then
-    radix_remove_key(tag, shard, f[5], key, conts)
-    radix_lost_object(tag, shard, f[5], conts, now_ms())
+    local pfx = store_prefix(key, f[5], f[6])
+    radix_remove_key(tag, shard, pfx, key, conts)
+    radix_lost_object(tag, shard, pfx, conts, now_ms())
   end
   return true
 end
@@ -194,17 +216,19 @@ local function store_index_leases(tag, pairs)
   zadd_pairs(K.lru(tag), 'GT', pairs)
 end
 
--- The object fields a lease grant reads, then the caller's extra fields: the fields of an HMGET
--- whose reply store_grant_leases takes as it is.
+-- The object fields a lease grant reads, then the caller's extra fields, then pl (the prefix
+-- length, last): the fields of an HMGET whose reply store_grant_leases takes as it is.
 local function store_grant_fields(...)
-  return { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
+  local f = { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
+  f[#f + 1] = F.obj.prefix_len
+  return f
 end
 
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
 -- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET; then the lease
 -- index in one ZADD, and each radix node once with its newest lease and grant count
 -- (radix_touch). keys: the hits (a key may repeat); fs: their HMGET replies of
--- store_grant_fields (l, sp, hp, rad, pfx first). Returns the leases, in keys order.
+-- store_grant_fields (l, sp, hp, rad, pfx first, pl last). Returns the leases, in keys order.
 local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
   local floor, soft_floor = now + ttl, now + soft_ttl
@@ -220,13 +244,14 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
       indexed[#indexed + 1] = lease
       indexed[#indexed + 1] = key
     end
-    if g[4] == '1' and g[5] then
-      local t = touched[g[5]]
+    if g[4] == '1' then
+      local pfx = store_prefix(key, g[5], g[#g])
+      local t = touched[pfx]
       if t then
         t[2], t[3] = math.max(t[2], lease), t[3] + 1
       else
-        t = { g[5], lease, 1 }
-        touched[g[5]] = t
+        t = { pfx, lease, 1 }
+        touched[pfx] = t
         nodes[#nodes + 1] = t
       end
     end

@@ -14,6 +14,7 @@ from ..records import (
     _s,
     bucket_records,
     from_u64hex,
+    object_prefix,
     parse_entry,
     replica_records,
     segment_table,
@@ -140,7 +141,7 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )
             if obj.get("rad") == "1":
-                pfx = obj.get("pfx", "")
+                pfx = object_prefix(key, obj)
                 if not await client.hexists(keys.node(shard, pfx), node_key_field(pfx, key)):
                     report.add("object_not_registered", key, "rad=1 but the key is not in its node")
             elif service.config.enable_radix_tree is False and obj.get("rad"):
