@@ -38,9 +38,9 @@ def experiments(tree: str) -> dict[str, tuple[str, int, int]]:
         "ARGV of 2,000 arguments": ("return 1", 2000, 2000),
         "HSET new key, 16 fields": (
             loop.format(
-                "redis.call('HSET', KEYS[1] .. i, 'a', '1', 'b', '2', 'c', '3', 'd', '4', 'e', '5',"
-                " 'f', '6', 'g', '7', 'h', '8', 'i', '9', 'j', '10', 'k', '11', 'l', '12', 'm', '13',"
-                " 'n', '14', 'o', '15', 'p', '16')"
+                "redis.call('HSET', KEYS[1] .. i, 'a', '1', 'b', '2', 'c', '3', 'd', '4',"
+                " 'e', '5', 'f', '6', 'g', '7', 'h', '8', 'i', '9', 'j', '10', 'k', '11',"
+                " 'l', '12', 'm', '13', 'n', '14', 'o', '15', 'p', '16')"
             ),
             128,
             3,
