@@ -123,8 +123,18 @@ def parse(name: str, text: str, include_dir: Path) -> LuaScript:
     for section in ("KEYS", "ARGV", "Returns"):
         if section not in header:
             raise LuaLoadError(f"{name}: header lacks a {section} section")
-    body = expand("\n".join(lines[1:]), include_dir, (name,))
+    body = strip_comment_lines(expand("\n".join(lines[1:]), include_dir, (name,)))
     return LuaScript(name=name, shebang=lines[0].strip(), body=body, header=header)
+
+
+def strip_comment_lines(source: str) -> str:
+    """The source without its full-line comments and blank lines. Redis keeps the source of
+    every loaded script in its own memory (INFO ``used_memory_scripts_eval``, counted against
+    ``maxmemory``), once per script with all its includes: the comments were about half of it.
+    Only whole lines go (the scripts hold no ``[[`` long strings a ``--`` line could be in)."""
+    return "\n".join(
+        line for line in source.splitlines() if line.strip() and not line.lstrip().startswith("--")
+    )
 
 
 @cache

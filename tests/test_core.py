@@ -9,7 +9,7 @@ from redis.crc import key_slot
 
 from mooncake_redis import Config, ErrorCode, MooncakeError
 from mooncake_redis.keys import KeySchema
-from mooncake_redis.lua_loader import LuaLoadError, load_all, parse
+from mooncake_redis.lua_loader import LuaLoadError, load_all, parse, strip_comment_lines
 from mooncake_redis.prefix import extract_prefix
 from tests.helpers import h
 
@@ -108,6 +108,18 @@ def test_every_script_has_a_header_and_shebang() -> None:
             assert section in script.header, f"{name} lacks {section}"
         assert "--!include" not in script.body, name
         assert not script.source(with_shebang=False).startswith("#!")
+
+
+def test_scripts_go_to_redis_without_comment_lines() -> None:
+    """Redis keeps each loaded script's source in its own memory (counted against maxmemory):
+    the loader drops full-line comments and blank lines, which is safe only while no script
+    holds a long string (``[[``) that such a line could belong to."""
+    for name, script in load_all().items():
+        lines = script.body.splitlines()
+        assert all(line.strip() and not line.lstrip().startswith("--") for line in lines), name
+        assert "[[" not in script.body, f"{name}: a long string; strip_comment_lines cannot tell"
+    code = strip_comment_lines("-- a header\n\nlocal x = 1 -- kept: code before it\n  -- gone\n")
+    assert code == "local x = 1 -- kept: code before it"
 
 
 def test_loader_rejects_cycles_and_missing_dedupes_repeats(tmp_path: Path) -> None:
