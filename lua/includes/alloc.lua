@@ -48,10 +48,16 @@ local function alloc_parse(rec)
 end
 
 -- offset (u64) -> bucket, rel (hex without leading zeros), for a shift ak in [6, 31]: exact on
--- 32-bit halves (bucket = bhi * 2^32 + blo, each below 2^32).
+-- 32-bit halves (bucket = bhi * 2^32 + blo, each below 2^32); an offset below 2^52 as one
+-- number (the same strings).
 local function alloc_bucket(off, ak)
-  local hi, lo = u64_split(off)
   local p = 2 ^ ak
+  local n = u64_small(off)
+  if n then
+    local bn = math.floor(n / p)
+    return string.format('%x', bn), string.format('%x', n - bn * p)
+  end
+  local hi, lo = u64_split(off)
   local q = TWO32 / p
   local lhi = math.floor(lo / p)
   local bhi = math.floor(hi / p)
@@ -68,12 +74,18 @@ end
 -- bucket, rel -> offset (u64): the inverse of alloc_bucket.
 local function alloc_offset(b, rel, ak)
   local n = #b
+  local p = 2 ^ ak
+  if n <= 13 then -- bucket below 2^52: bucket * 2^ak is exact, and so is a sum below 2^53
+    local v = tonumber(b, 16) * p + tonumber(rel, 16)
+    if v < 9007199254740992 then
+      return u64_of(v)
+    end
+  end
   local bhi = 0
   if n > 8 then
     bhi = tonumber(string.sub(b, 1, n - 8), 16)
   end
   local blo = tonumber(string.sub(b, math.max(1, n - 7)), 16)
-  local p = 2 ^ ak
   local q = TWO32 / p
   local top = math.floor(blo / q)
   return u64_join(bhi * p + top, (blo - top * q) * p + tonumber(rel, 16))
@@ -188,6 +200,10 @@ local function alloc_insert_free(stag, off, len)
   alloc_add_free(stag, off, len)
 end
 
+-- rel number -> its hex (without leading zeros) and that .. 'k', made once per script: a batch
+-- spread over several buckets repeats the rels of one size.
+local alloc_rels, alloc_relks = {}, {}
+
 -- A script's allocations in segment stag (alloc_begin, alloc_take..., alloc_end): best fit as
 -- if each were written at once, but the extent being carved is held in Lua (out of the free
 -- ZSETs) and the records, bucket index entries and counters are written once in alloc_end (one
@@ -196,20 +212,61 @@ end
 -- that found nothing for a size is not repeated for that size or larger (nothing is added to the
 -- ZSETs meanwhile, except a held extent put back, which forgets it). Only this script sees the
 -- held state: frees, the janitor and unmounts see the segment after alloc_end.
+--
+-- The held extent is st.ho, st.hl (offset, length) and st.hk its kind: nil none, true numbers
+-- (offset and length below 2^52, so every sum of them is exact: the common case), false u64
+-- strings (an extent anywhere in u64). The sum of the sizes taken is st.total (u64) + st.tn (a
+-- number below 2^52). The last size, its number and its short hex are kept (st.sz, st.szn,
+-- st.szs), and so are the last bucket's number, its field list and length (st.cb, st.cf,
+-- st.cn): a batch of one size formats one offset and one rel per allocation and builds no
+-- table but one per bucket.
 local function alloc_begin(stag)
   local seg = alloc_seg(stag)
   -- An empty segment picks its bucket shift again, from the next first size.
   if seg.n == 0 and redis.call('EXISTS', K.alloc_index(stag)) == 0 then
     seg.ak = nil
   end
-  return { stag = stag, seg = seg, hold = nil, buckets = {}, order = {}, total = U64_ZERO,
-    count = 0, none = nil }
+  return { stag = stag, seg = seg, hk = nil, ho = nil, hl = nil, buckets = {}, order = {},
+    total = U64_ZERO, tn = 0, count = 0, none = nil, sz = nil, szn = nil, szs = nil, cb = nil,
+    cf = nil, cn = 0, ak = nil, p = nil, nowv = nil, nows = nil, offhi = nil, offhs = nil }
+end
+
+-- The held extent as u64 strings (offset, length), or nil when none is held.
+local function alloc_held(st)
+  if st.hk then
+    return u64_of(st.ho), u64_of(st.hl)
+  elseif st.hk == false then
+    return st.ho, st.hl
+  end
+  return nil, nil
+end
+
+-- Holds the free extent (off, len) (u64 strings), as numbers when both are below 2^52.
+local function alloc_hold(st, off, len)
+  if off < U64_SMALL and len < U64_SMALL then
+    st.hk, st.ho, st.hl = true, tonumber(off, 16), tonumber(len, 16)
+  else
+    st.hk, st.ho, st.hl = false, off, len
+  end
 end
 
 -- Best-fit allocation of size bytes (u64), owned by owner (encoded, records.alloc_owner) and
 -- put id pid. Returns the offset (u64), or nil when no extent is large enough.
 local function alloc_take(st, size, owner, pid, now)
-  local stag, hold = st.stag, st.hold
+  local stag = st.stag
+  if size ~= st.sz then
+    st.sz, st.szn, st.szs = size, u64_small(size), u64_short(size) .. '|'
+  end
+  local szn = st.szn
+  local hk = st.hk
+  local fits
+  if hk then
+    fits = szn ~= nil and st.hl >= szn -- a size past 2^52 is larger than a numeric extent
+  elseif hk == false then
+    fits = st.hl >= size
+  else
+    fits = false
+  end
   local c = nil
   if not (st.none and size >= st.none) then
     c = redis.call('ZRANGEBYLEX', K.free_len(stag), '[' .. size, '+', 'LIMIT', 0, 1)[1]
@@ -217,43 +274,104 @@ local function alloc_take(st, size, owner, pid, now)
       st.none = size
     end
   end
-  local fits = hold and hold.len >= size
   if c then
     local clen, coff = string.sub(c, 1, 16), string.sub(c, 17, 32)
-    -- Smallest length first, lowest offset among equals (the ZSET's lexicographic order).
-    if not (fits and (hold.len < clen or (hold.len == clen and hold.off < coff))) then
+    local keep = false
+    if fits then
+      -- Smallest length first, lowest offset among equals (the ZSET's lexicographic order).
+      local hoff, hlen = alloc_held(st)
+      keep = hlen < clen or (hlen == clen and hoff < coff)
+    end
+    if not keep then
       alloc_del_free(stag, coff, clen)
-      if hold then
-        alloc_add_free(stag, hold.off, hold.len)
+      if hk ~= nil then
+        local hoff, hlen = alloc_held(st)
+        alloc_add_free(stag, hoff, hlen)
         st.none = nil
       end
-      hold = { off = coff, len = clen }
+      alloc_hold(st, coff, clen)
     end
   elseif not fits then
     return nil
   end
-  local off = hold.off
-  if hold.len > size then
-    st.hold = { off = u64_add(off, size), len = u64_sub(hold.len, size) }
-  else
-    st.hold = nil
-  end
   local seg = st.seg
-  if not seg.ak then
-    seg.ak = alloc_pick_shift(size)
+  local ak = seg.ak
+  if not ak then
+    ak = alloc_pick_shift(size)
+    seg.ak = ak
   end
-  local b, rel = alloc_bucket(off, seg.ak)
-  local fields = st.buckets[b]
+  if ak ~= st.ak then
+    st.ak, st.p, st.cb = ak, 2 ^ ak, nil
+  end
+  local off, b, rel, relk
+  local fields, k
+  if st.hk then
+    -- The held extent fits and is numeric, so size is below 2^52 too (szn is a number).
+    local o = st.ho
+    if st.hl > szn then
+      st.ho, st.hl = o + szn, st.hl - szn
+    else
+      st.hk, st.ho, st.hl = nil, nil, nil
+    end
+    -- The offset: its high 8 hex digits once per 4 GiB, the low ones by hex8.
+    local lo = o % TWO32
+    local hi = (o - lo) / TWO32
+    if hi ~= st.offhi then
+      st.offhi, st.offhs = hi, hex8(hi)
+    end
+    off = st.offhs .. hex8(lo)
+    local p = st.p
+    local rn = o % p
+    local bn = (o - rn) / p
+    rel = alloc_rels[rn]
+    if not rel then
+      rel = string.format('%x', rn)
+      alloc_rels[rn] = rel
+      alloc_relks[rn] = rel .. 'k'
+    end
+    relk = alloc_relks[rn]
+    if bn == st.cb then
+      fields, k = st.cf, st.cn
+    else
+      b = string.format('%x', bn)
+      st.cb = bn
+    end
+    local tn = st.tn + szn
+    if tn >= 4503599627370496 then -- 2^52: into the u64 total
+      st.total, tn = u64_add(st.total, u64_of(tn)), 0
+    end
+    st.tn = tn
+  else
+    off = st.ho
+    local hlen = st.hl
+    if hlen > size then
+      st.ho, st.hl = u64_add(off, size), u64_sub(hlen, size)
+    else
+      st.hk, st.ho, st.hl = nil, nil, nil
+    end
+    b, rel = alloc_bucket(off, ak)
+    relk = rel .. 'k'
+    st.total = u64_add(st.total, size)
+    st.cb = nil
+  end
   if not fields then
-    fields = {}
-    st.buckets[b] = fields
-    table.insert(st.order, b)
+    fields = st.buckets[b]
+    if not fields then
+      fields = {}
+      st.buckets[b] = fields
+      st.order[#st.order + 1] = b
+    end
+    k = #fields
+    st.cf = fields
   end
-  table.insert(fields, rel)
-  table.insert(fields, u64_short(size) .. '|' .. pid .. '|' .. string.format('%d', now))
-  table.insert(fields, rel .. 'k')
-  table.insert(fields, owner)
-  st.total = u64_add(st.total, size)
+  if now ~= st.nowv then
+    st.nowv, st.nows = now, '|' .. string.format('%d', now)
+  end
+  fields[k + 1] = rel
+  fields[k + 2] = st.szs .. pid .. st.nows
+  fields[k + 3] = relk
+  fields[k + 4] = owner
+  st.cn = k + 4
   st.count = st.count + 1
   st.now = now
   return off
@@ -265,9 +383,10 @@ end
 -- ms) and the counters.
 local function alloc_end(st)
   local stag = st.stag
-  if st.hold then
-    alloc_add_free(stag, st.hold.off, st.hold.len)
-    st.hold = nil
+  if st.hk ~= nil then
+    local hoff, hlen = alloc_held(st)
+    alloc_add_free(stag, hoff, hlen)
+    st.hk, st.ho, st.hl = nil, nil, nil
   end
   if st.count > 0 then
     local ms = string.format('%d', st.now)
@@ -276,13 +395,14 @@ local function alloc_end(st)
       redis.call('ZADD', K.alloc_index(stag), 'LT', ms, b)
     end
     local seg = st.seg
-    seg.allocated = u64_add(seg.allocated, st.total)
+    seg.allocated = u64_add(seg.allocated, u64_add(st.total, u64_of(st.tn)))
     seg.n = seg.n + st.count
     seg.np = seg.np + st.count
     seg.dirty = true
     alloc_flush(seg)
   end
-  st.buckets, st.order, st.total, st.count = {}, {}, U64_ZERO, 0
+  st.buckets, st.order, st.total, st.tn, st.count = {}, {}, U64_ZERO, 0, 0
+  st.cb, st.cf, st.cn = nil, nil, 0
 end
 
 -- Frees the allocation at off (u64) if its record carries put id pid (idempotent: a second

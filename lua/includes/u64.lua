@@ -21,6 +21,27 @@ local function u64_join(hi, lo)
   return string.format('%08x%08x', hi, lo)
 end
 
+-- x as a Lua number when below 2^52, else nil: exact, and a sum of two such stays exact (below
+-- 2^53). The fast paths of the allocator work on these and keep the u64 strings past them.
+local U64_SMALL = '0010000000000000'
+local function u64_small(x)
+  if x < U64_SMALL then
+    return tonumber(x, 16)
+  end
+  return nil
+end
+
+-- A non-negative integer number n <= 2^53 (exact) as a u64.
+local function u64_of(n)
+  return string.format('%016x', n)
+end
+
+-- An integer number in [0, 2^32) as 8 hex digits: LuaBitOp's bit.tohex where the runtime has
+-- it (Redis: about half the instructions of string.format), string.format otherwise (fakeredis).
+local hex8 = (bit and bit.tohex) or function(x)
+  return string.format('%08x', x)
+end
+
 -- a + b, or nil past 2^64 - 1 (callers add within a segment: offset + length <= size).
 local function u64_add(a, b)
   local ah, al = u64_split(a)
