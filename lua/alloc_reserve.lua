@@ -49,9 +49,10 @@ for i = 1, #S do
 end
 
 -- Per item: the preferred indices (pref, reused) and the anchors tried (used[i] = item number)
--- need no table of their own; got is the item's reply. An item's six fields are read at once
+-- need no table of their own; got is the item's reply (NONE when it got nothing). An item's six fields are read at once
 -- from ARGV, and its small decimal numbers through a memo (tonumber parses each string once).
 local out, states, pref, used, nums = {}, {}, {}, {}, {}
+local NONE = {} -- the reply of every item that got nothing (only read)
 local function num(x)
   local v = nums[x]
   if not v then
@@ -65,13 +66,14 @@ local n = argn()
 local c = cursor.i
 for it = 1, n do
   local key, pid, size, want, start, np = unpack(ARGV, c + 1, c + 6)
-  want, start, np = num(want), num(start), num(np)
+  want, start, np = nums[want] or num(want), nums[start] or num(start), nums[np] or num(np)
   c = c + 6
   for j = 1, np do
-    pref[j] = num(ARGV[c + j])
+    local x = ARGV[c + j]
+    pref[j] = nums[x] or num(x)
   end
   c = c + np
-  local got, ng = {}, 0
+  local got, ng = nil, 0
   for j = 1, np + m do
     if ng >= 2 * want then -- two entries a grant
       break
@@ -95,13 +97,17 @@ for it = 1, n do
       end
       local off = alloc_take(st, size, key, pid, now)
       if off then
-        got[ng + 1] = i
-        got[ng + 2] = off
+        if got then
+          got[ng + 1] = i
+          got[ng + 2] = off
+        else
+          got = { i, off } -- made at its size: most items get one grant
+        end
         ng = ng + 2
       end
     end
   end
-  out[it] = got
+  out[it] = got or NONE
 end
 cursor.i = c
 for i = 1, #S do

@@ -200,9 +200,18 @@ local function alloc_insert_free(stag, off, len)
   alloc_add_free(stag, off, len)
 end
 
--- rel number -> its hex (without leading zeros) and that .. 'k', made once per script: a batch
--- spread over several buckets repeats the rels of one size.
+-- Caches of alloc_take, by value, for every segment of the script (upvalues: cheaper than table
+-- fields): rel number -> its hex (without leading zeros) and that .. 'k' (a batch spread over
+-- buckets repeats the rels of one size); the last size (u64) -> its number (below 2^52, else
+-- nil) and its short hex .. '|'; the last now -> '|' .. its decimal; the last offset's high
+-- half -> its 8 hex digits; the last shift -> 2^shift; and the last bucket written: its state,
+-- number, field list and that list's length.
 local alloc_rels, alloc_relks = {}, {}
+local alloc_sz, alloc_szn, alloc_szs = nil, nil, nil
+local alloc_nowv, alloc_nows = nil, nil
+local alloc_offhi, alloc_offhs = nil, nil
+local alloc_ak, alloc_p = nil, nil
+local alloc_cst, alloc_cb, alloc_cf, alloc_cn = nil, nil, nil, 0
 
 -- A script's allocations in segment stag (alloc_begin, alloc_take..., alloc_end): best fit as
 -- if each were written at once, but the extent being carved is held in Lua (out of the free
@@ -216,10 +225,8 @@ local alloc_rels, alloc_relks = {}, {}
 -- The held extent is st.ho, st.hl (offset, length) and st.hk its kind: nil none, true numbers
 -- (offset and length below 2^52, so every sum of them is exact: the common case), false u64
 -- strings (an extent anywhere in u64). The sum of the sizes taken is st.total (u64) + st.tn (a
--- number below 2^52). The last size, its number and its short hex are kept (st.sz, st.szn,
--- st.szs), and so are the last bucket's number, its field list and length (st.cb, st.cf,
--- st.cn): a batch of one size formats one offset and one rel per allocation and builds no
--- table but one per bucket.
+-- number below 2^52). With the caches above, a batch of one size formats one offset and one
+-- rel per allocation and builds no table but one per bucket.
 local function alloc_begin(stag)
   local seg = alloc_seg(stag)
   -- An empty segment picks its bucket shift again, from the next first size.
@@ -227,8 +234,7 @@ local function alloc_begin(stag)
     seg.ak = nil
   end
   return { stag = stag, seg = seg, hk = nil, ho = nil, hl = nil, buckets = {}, order = {},
-    total = U64_ZERO, tn = 0, count = 0, none = nil, sz = nil, szn = nil, szs = nil, cb = nil,
-    cf = nil, cn = 0, ak = nil, p = nil, nowv = nil, nows = nil, offhi = nil, offhs = nil }
+    total = U64_ZERO, tn = 0, count = 0, none = nil, now = nil }
 end
 
 -- The held extent as u64 strings (offset, length), or nil when none is held.
@@ -253,43 +259,46 @@ end
 -- Best-fit allocation of size bytes (u64), owned by owner (encoded, records.alloc_owner) and
 -- put id pid. Returns the offset (u64), or nil when no extent is large enough.
 local function alloc_take(st, size, owner, pid, now)
-  local stag = st.stag
-  if size ~= st.sz then
-    st.sz, st.szn, st.szs = size, u64_small(size), u64_short(size) .. '|'
+  if size ~= alloc_sz then
+    alloc_sz, alloc_szn, alloc_szs = size, u64_small(size), u64_short(size) .. '|'
   end
-  local szn = st.szn
-  local hk = st.hk
+  local szn = alloc_szn
+  local hk, hl = st.hk, st.hl
   local fits
   if hk then
-    fits = szn ~= nil and st.hl >= szn -- a size past 2^52 is larger than a numeric extent
+    fits = szn ~= nil and hl >= szn -- a size past 2^52 is larger than a numeric extent
   elseif hk == false then
-    fits = st.hl >= size
+    fits = hl >= size
   else
     fits = false
   end
-  local c = nil
-  if not (st.none and size >= st.none) then
-    c = redis.call('ZRANGEBYLEX', K.free_len(stag), '[' .. size, '+', 'LIMIT', 0, 1)[1]
-    if not c then
-      st.none = size
-    end
-  end
-  if c then
-    local clen, coff = string.sub(c, 1, 16), string.sub(c, 17, 32)
-    local keep = false
-    if fits then
-      -- Smallest length first, lowest offset among equals (the ZSET's lexicographic order).
-      local hoff, hlen = alloc_held(st)
-      keep = hlen < clen or (hlen == clen and hoff < coff)
-    end
-    if not keep then
-      alloc_del_free(stag, coff, clen)
-      if hk ~= nil then
+  local none = st.none
+  if not (none and size >= none) then
+    local stag = st.stag
+    local c = redis.call('ZRANGEBYLEX', K.free_len(stag), '[' .. size, '+', 'LIMIT', 0, 1)[1]
+    if c then
+      local clen, coff = string.sub(c, 1, 16), string.sub(c, 17, 32)
+      local keep = false
+      if fits then
+        -- Smallest length first, lowest offset among equals (the ZSET's lexicographic order).
         local hoff, hlen = alloc_held(st)
-        alloc_add_free(stag, hoff, hlen)
-        st.none = nil
+        keep = hlen < clen or (hlen == clen and hoff < coff)
       end
-      alloc_hold(st, coff, clen)
+      if not keep then
+        alloc_del_free(stag, coff, clen)
+        if hk ~= nil then
+          local hoff, hlen = alloc_held(st)
+          alloc_add_free(stag, hoff, hlen)
+          st.none = nil
+        end
+        alloc_hold(st, coff, clen)
+        hk, hl = st.hk, st.hl
+      end
+    else
+      st.none = size
+      if not fits then
+        return nil
+      end
     end
   elseif not fits then
     return nil
@@ -300,41 +309,42 @@ local function alloc_take(st, size, owner, pid, now)
     ak = alloc_pick_shift(size)
     seg.ak = ak
   end
-  if ak ~= st.ak then
-    st.ak, st.p, st.cb = ak, 2 ^ ak, nil
+  if ak ~= alloc_ak then
+    alloc_ak, alloc_p, alloc_cst = ak, 2 ^ ak, nil
   end
   local off, b, rel, relk
   local fields, k
-  if st.hk then
+  if hk then
     -- The held extent fits and is numeric, so size is below 2^52 too (szn is a number).
     local o = st.ho
-    if st.hl > szn then
-      st.ho, st.hl = o + szn, st.hl - szn
+    if hl > szn then
+      st.ho, st.hl = o + szn, hl - szn
     else
       st.hk, st.ho, st.hl = nil, nil, nil
     end
     -- The offset: its high 8 hex digits once per 4 GiB, the low ones by hex8.
     local lo = o % TWO32
     local hi = (o - lo) / TWO32
-    if hi ~= st.offhi then
-      st.offhi, st.offhs = hi, hex8(hi)
+    if hi ~= alloc_offhi then
+      alloc_offhi, alloc_offhs = hi, hex8(hi)
     end
-    off = st.offhs .. hex8(lo)
-    local p = st.p
+    off = alloc_offhs .. hex8(lo)
+    local p = alloc_p
     local rn = o % p
     local bn = (o - rn) / p
     rel = alloc_rels[rn]
-    if not rel then
-      rel = string.format('%x', rn)
-      alloc_rels[rn] = rel
-      alloc_relks[rn] = rel .. 'k'
+    if rel then
+      relk = alloc_relks[rn]
+    else
+      rel = hex_short(rn)
+      relk = rel .. 'k'
+      alloc_rels[rn], alloc_relks[rn] = rel, relk
     end
-    relk = alloc_relks[rn]
-    if bn == st.cb then
-      fields, k = st.cf, st.cn
+    if bn == alloc_cb and st == alloc_cst then
+      fields, k = alloc_cf, alloc_cn
     else
       b = string.format('%x', bn)
-      st.cb = bn
+      alloc_cb = bn
     end
     local tn = st.tn + szn
     if tn >= 4503599627370496 then -- 2^52: into the u64 total
@@ -343,16 +353,15 @@ local function alloc_take(st, size, owner, pid, now)
     st.tn = tn
   else
     off = st.ho
-    local hlen = st.hl
-    if hlen > size then
-      st.ho, st.hl = u64_add(off, size), u64_sub(hlen, size)
+    if hl > size then
+      st.ho, st.hl = u64_add(off, size), u64_sub(hl, size)
     else
       st.hk, st.ho, st.hl = nil, nil, nil
     end
     b, rel = alloc_bucket(off, ak)
     relk = rel .. 'k'
     st.total = u64_add(st.total, size)
-    st.cb = nil
+    alloc_cb = nil
   end
   if not fields then
     fields = st.buckets[b]
@@ -362,18 +371,20 @@ local function alloc_take(st, size, owner, pid, now)
       st.order[#st.order + 1] = b
     end
     k = #fields
-    st.cf = fields
+    alloc_cst, alloc_cf = st, fields
   end
-  if now ~= st.nowv then
-    st.nowv, st.nows = now, '|' .. string.format('%d', now)
+  if now ~= alloc_nowv then
+    alloc_nowv, alloc_nows = now, '|' .. string.format('%d', now)
   end
   fields[k + 1] = rel
-  fields[k + 2] = st.szs .. pid .. st.nows
+  fields[k + 2] = alloc_szs .. pid .. alloc_nows
   fields[k + 3] = relk
   fields[k + 4] = owner
-  st.cn = k + 4
+  alloc_cn = k + 4
   st.count = st.count + 1
-  st.now = now
+  if st.now ~= now then
+    st.now = now
+  end
   return off
 end
 
@@ -402,7 +413,9 @@ local function alloc_end(st)
     alloc_flush(seg)
   end
   st.buckets, st.order, st.total, st.tn, st.count = {}, {}, U64_ZERO, 0, 0
-  st.cb, st.cf, st.cn = nil, nil, 0
+  if alloc_cst == st then
+    alloc_cst = nil
+  end
 end
 
 -- Frees the allocation at off (u64) if its record carries put id pid (idempotent: a second

@@ -42,6 +42,19 @@ local hex8 = (bit and bit.tohex) or function(x)
   return string.format('%08x', x)
 end
 
+-- An integer number in [0, 2^32) as hex without leading zeros ('0' for zero), as
+-- string.format('%x', x) writes it (by bit.tohex where the runtime has it).
+local function hex_short(x)
+  if not bit then
+    return string.format('%x', x)
+  end
+  local d, t = 1, 16
+  while x >= t and d < 8 do
+    d, t = d + 1, t * 16
+  end
+  return bit.tohex(x, d)
+end
+
 -- a + b, or nil past 2^64 - 1 (callers add within a segment: offset + length <= size).
 local function u64_add(a, b)
   local ah, al = u64_split(a)
