@@ -272,3 +272,33 @@ return out
         small = f"{off:016x}" if off < 1 << 52 else ""
         want = [b, rel, f"{off:016x}", small, format(x, "x"), f"{x:08x}"]
         assert [v.decode() for v in g] == want, (off, ak, x)
+
+
+async def test_pending_and_confirm_read_records_written_out_of_place(make_service: Any) -> None:
+    """alloc_pending finds an owner field that is not right after its record (a record written
+    by someone else than alloc_take), and alloc_confirm rewrites a length with leading zeros
+    as it always did (short hex)."""
+    from mooncake_redis.lua_calls import alloc_confirm, alloc_pending
+
+    svc = await mounted(make_service, 1 << 20)
+    keys = keys_of(8, "oop")
+    await put_all(svc, keys, 4096)
+    client = svc.backend.client
+    [bucket] = list(await index_of(svc))
+    bkey = svc.keys.alloc_bucket("s", bucket)
+    flat = list((await client.hgetall(bkey)).items())
+    first, owner = flat[0], flat[1]
+    assert owner[0] == first[0] + b"k"
+    # The first record's owner field moves to the end, and its length gains leading zeros.
+    await client.hdel(bkey, owner[0])
+    await client.hset(bkey, owner[0], owner[1])
+    await client.hset(bkey, first[0], b"000" + first[1])
+    now = await svc.backend.time_ms()
+    pending = await alloc_pending(svc.ctx, ["s"], now)
+    assert sorted(p.owner for p in pending) == sorted(keys)
+    await alloc_confirm(svc.ctx, {"s": [(p.offset, p.put_id) for p in pending]})
+    after = await client.hgetall(bkey)
+    assert after[first[0]] == first[1].rsplit(b"|", 1)[0] + b"|"
+    assert all(v.endswith(b"|") for f, v in after.items() if not f.endswith(b"k"))
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.pending) == (8, 0)

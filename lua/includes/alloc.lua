@@ -39,6 +39,26 @@ local function u64_pad(s)
   return string.rep('0', 16 - #s) .. s
 end
 
+-- a + b and a - b (nil when b > a) of u64 values, as u64_add / u64_sub, by numbers when both
+-- are below 2^52 (exact): two tonumber and one format instead of four of each.
+local function alloc_add(a, b)
+  if a < U64_SMALL and b < U64_SMALL then
+    return u64_of(tonumber(a, 16) + tonumber(b, 16))
+  end
+  return u64_add(a, b)
+end
+
+local function alloc_sub(a, b)
+  if a < U64_SMALL and b < U64_SMALL then
+    local d = tonumber(a, 16) - tonumber(b, 16)
+    if d < 0 then
+      return nil
+    end
+    return u64_of(d)
+  end
+  return u64_sub(a, b)
+end
+
 -- "len|pid|ms" -> len (u64), pid, ms (a number, nil once confirmed)
 local function alloc_parse(rec)
   local a = string.find(rec, '|', 1, true)
@@ -155,10 +175,34 @@ local function alloc_index_set(stag, b, oldest)
   end
 end
 
+-- A record's pid and ms (a number, nil once confirmed), and where its two '|' are; the
+-- readers that need no length take this instead of alloc_parse.
+local function alloc_parse_pid(rec)
+  local a = string.find(rec, '|', 1, true)
+  local b = string.find(rec, '|', a + 1, true)
+  return string.sub(rec, a + 1, b - 1), tonumber(string.sub(rec, b + 1)), a, b
+end
+
+-- The oldest pending ms of a bucket's HGETALL (nil when none is pending), as
+-- alloc_bucket_records says, without building its records.
+local function alloc_bucket_oldest(flat)
+  local oldest = nil
+  for i = 1, #flat, 2 do
+    if string.byte(flat[i], -1) ~= 107 then -- not an owner field ('k')
+      local rec = flat[i + 1]
+      local b = string.find(rec, '|', string.find(rec, '|', 1, true) + 1, true)
+      local ms = tonumber(string.sub(rec, b + 1))
+      if ms and (not oldest or ms < oldest) then
+        oldest = ms
+      end
+    end
+  end
+  return oldest
+end
+
 -- Recomputes a bucket's index score from its records.
 local function alloc_index_refresh(stag, b)
-  local _, oldest = alloc_bucket_records(redis.call('HGETALL', K.alloc(stag, b)))
-  alloc_index_set(stag, b, oldest)
+  alloc_index_set(stag, b, alloc_bucket_oldest(redis.call('HGETALL', K.alloc(stag, b))))
 end
 
 local function alloc_add_free(stag, off, len)
@@ -184,18 +228,18 @@ local function alloc_insert_free(stag, off, len)
   local prev = redis.call('ZREVRANGEBYLEX', fo, '(' .. off, '-', 'LIMIT', 0, 1)[1]
   if prev then
     local poff, plen = string.sub(prev, 1, 16), string.sub(prev, 17, 32)
-    if u64_add(poff, plen) == off then
+    if alloc_add(poff, plen) == off then
       alloc_del_free(stag, poff, plen)
-      off, len = poff, u64_add(plen, len)
+      off, len = poff, alloc_add(plen, len)
     end
   end
-  local stop = u64_add(off, len)
+  local stop = alloc_add(off, len)
   -- 'g' sorts after every hex digit: the first extent starting after off.
   local nxt = redis.call('ZRANGEBYLEX', fo, '(' .. off .. 'g', '+', 'LIMIT', 0, 1)[1]
   if nxt and string.sub(nxt, 1, 16) == stop then
     local nlen = string.sub(nxt, 17, 32)
     alloc_del_free(stag, stop, nlen)
-    len = u64_add(len, nlen)
+    len = alloc_add(len, nlen)
   end
   alloc_add_free(stag, off, len)
 end
@@ -444,7 +488,7 @@ local function alloc_release(stag, off, pid)
   if redis.call('EXISTS', bkey) == 0 then
     redis.call('ZREM', K.alloc_index(stag), b)
   end
-  seg.allocated = u64_sub(seg.allocated, len) or U64_ZERO
+  seg.allocated = alloc_sub(seg.allocated, len) or U64_ZERO
   seg.n = seg.n - 1
   if ms then
     seg.np = seg.np - 1
