@@ -1,8 +1,9 @@
 -- Segment allocator inside ONE segment tag (stag). Needs keys.lua, errors.lua, common.lua,
 -- u64.lua.
 --
--- Every offset and length is a u64 (16 hex characters, see u64.lua): no Lua number, no ZSET
--- score (a double) ever holds one. Best fit over free extents kept in two lexicographically
+-- Every offset and length is a u64 (16 hex characters, see u64.lua) wherever it is stored or
+-- passed: no ZSET score (a double) ever holds one, and a Lua number only inside a script and
+-- below 2^52 (exact: the held extent, bucket and rel, sums; u64 strings past that). Best fit over free extents kept in two lexicographically
 -- ordered ZSETs (every score 0, ZRANGEBYLEX): free_off members are offset .. length (neighbours
 -- by offset), free_len members are length .. offset (best fit: the smallest length >= size,
 -- lowest offset among equals). O(log n) per call; a reserve script's allocations carve one

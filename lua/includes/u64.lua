@@ -1,8 +1,9 @@
 -- Exact unsigned 64-bit integers, and unbounded decimal counters. Needs: nothing (plain Lua).
 --
 -- Lua 5.1 numbers are doubles, exact only below 2^53, and cjson keeps 14 significant digits, so
--- no 64-bit value (an offset, a length, a segment base or size) may pass through a Lua number.
--- A u64 is a 16-character lowercase hex string: fixed width, so string order is numeric order
+-- no 64-bit value (an offset, a length, a segment base or size) may pass through a Lua number
+-- unless it is known to be below 2^52 (u64_small: exact, and so is a sum of two; the
+-- allocator's fast paths). A u64 is a 16-character lowercase hex string: fixed width, so string order is numeric order
 -- (usable as a lexicographically ordered ZSET member, ZRANGEBYLEX). Arithmetic works on two
 -- 32-bit halves, each exact in a double (and in the Lua 5.4 integers of other runtimes).
 
