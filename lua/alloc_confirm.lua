@@ -21,9 +21,16 @@ each_segment(function(stag, anchor, n)
       local b, rel = alloc_bucket(off, seg.ak)
       local rec = redis.call('HGET', K.alloc(stag, b), rel)
       if rec then
-        local len, rpid, ms = alloc_parse(rec)
+        local rpid, ms, a, bar = alloc_parse_pid(rec)
         if rpid == pid and ms then
-          redis.call('HSET', K.alloc(stag, b), rel, u64_short(len) .. '|' .. pid .. '|')
+          -- "len|pid|": the record's own start when its len has no leading zero (as written)
+          local val
+          if a == 2 or string.byte(rec, 1) ~= 48 then
+            val = string.sub(rec, 1, bar)
+          else
+            val = u64_short(u64_pad(string.sub(rec, 1, a - 1))) .. '|' .. pid .. '|'
+          end
+          redis.call('HSET', K.alloc(stag, b), rel, val)
           seg.np = seg.np - 1
           seg.dirty = true
           done = done + 1

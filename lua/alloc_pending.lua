@@ -27,16 +27,34 @@ each_segment(function(stag, anchor, n)
         break
       end
       local flat = redis.call('HGETALL', K.alloc(stag, b))
-      local owners = {}
+      local owners = nil -- field -> value, built only if an owner field is not where written
+      local oldest = nil
       for i = 1, #flat, 2 do
-        owners[flat[i]] = flat[i + 1]
-      end
-      local recs, oldest = alloc_bucket_records(flat)
-      for _, r in ipairs(recs) do
-        if r[4] and r[4] <= cutoff then
-          table.insert(row, alloc_offset(b, r[1], seg.ak))
-          table.insert(row, r[5])
-          table.insert(row, owners[r[1] .. 'k'] or '')
+        local field = flat[i]
+        if string.byte(field, -1) ~= 107 then -- a record, not an owner field ('k')
+          local rec = flat[i + 1]
+          local _, ms = alloc_parse_pid(rec)
+          if ms and (not oldest or ms < oldest) then
+            oldest = ms
+          end
+          if ms and ms <= cutoff then
+            local fk = field .. 'k'
+            local owner
+            if flat[i + 2] == fk then -- alloc_take writes rel, record, rel .. 'k', owner
+              owner = flat[i + 3]
+            else
+              if not owners then
+                owners = {}
+                for j = 1, #flat, 2 do
+                  owners[flat[j]] = flat[j + 1]
+                end
+              end
+              owner = owners[fk] or ''
+            end
+            row[#row + 1] = alloc_offset(b, field, seg.ak)
+            row[#row + 1] = rec
+            row[#row + 1] = owner
+          end
         end
       end
       alloc_index_set(stag, b, oldest)

@@ -48,35 +48,68 @@ for i = 1, #S do
   seg(i)
 end
 
-local out, states = {}, {}
+-- Per item: the preferred indices (pref, reused) and the anchors tried (used[i] = item number)
+-- need no table of their own; got is the item's reply (NONE when it got nothing). An item's six fields are read at once
+-- from ARGV, and its small decimal numbers through a memo (tonumber parses each string once).
+local out, states, pref, used, nums = {}, {}, {}, {}, {}
+local NONE = {} -- the reply of every item that got nothing (only read)
+local function num(x)
+  local v = nums[x]
+  if not v then
+    v = tonumber(x)
+    nums[x] = v
+  end
+  return v
+end
+local m = #S
 local n = argn()
-for _ = 1, n do
-  local key, pid, size, want, start, np = arg(), arg(), arg(), argn(), argn(), argn()
-  local order = {}
-  for _ = 1, np do
-    table.insert(order, argn())
+local c = cursor.i
+for it = 1, n do
+  local key, pid, size, want, start, np = unpack(ARGV, c + 1, c + 6)
+  want, start, np = nums[want] or num(want), nums[start] or num(start), nums[np] or num(np)
+  c = c + 6
+  for j = 1, np do
+    local x = ARGV[c + j]
+    pref[j] = nums[x] or num(x)
   end
-  for j = 0, #S - 1 do
-    table.insert(order, ((start + j) % #S) + 1)
-  end
-  local used, got = {}, {}
-  for _, i in ipairs(order) do
-    if #got >= 2 * want then -- two entries a grant
+  c = c + np
+  local got, ng = nil, 0
+  for j = 1, np + m do
+    if ng >= 2 * want then -- two entries a grant
       break
     end
-    local s = seg(i)
-    if s and not used[i] and s.size >= size then
-      used[i] = true
-      states[i] = states[i] or alloc_begin(K.tag(S[i]))
-      local off = alloc_take(states[i], size, key, pid, now)
+    local i
+    if j <= np then
+      i = pref[j]
+    else
+      i = ((start + j - np - 1) % m) + 1
+    end
+    local s = info[i]
+    if s == nil then
+      s = seg(i)
+    end
+    if s and used[i] ~= it and s.size >= size then
+      used[i] = it
+      local st = states[i]
+      if not st then
+        st = alloc_begin(K.tag(S[i]))
+        states[i] = st
+      end
+      local off = alloc_take(st, size, key, pid, now)
       if off then
-        table.insert(got, i)
-        table.insert(got, off)
+        if got then
+          got[ng + 1] = i
+          got[ng + 2] = off
+        else
+          got = { i, off } -- made at its size: most items get one grant
+        end
+        ng = ng + 2
       end
     end
   end
-  table.insert(out, got)
+  out[it] = got or NONE
 end
+cursor.i = c
 for i = 1, #S do
   if states[i] then
     alloc_end(states[i])

@@ -5,6 +5,7 @@ buckets of one offset range, pending state inside the record, a bucket index the
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 from blake3 import blake3
@@ -231,3 +232,73 @@ async def test_fsck_finds_a_broken_bucket_index_and_counts(make_service: Any) ->
     await client.zadd(svc.keys.segment_key("s", "alloc_index"), {b: float("inf")})
     kinds = (await fsck(svc)).kinds()
     assert kinds.get("alloc_index") == 10, kinds
+
+
+async def test_number_fast_paths_write_what_the_u64_strings_do(make_service: Any) -> None:
+    """alloc.lua works on Lua numbers below 2^52 and on u64 strings past that: the bucket and
+    rel of an offset, the offset of a bucket and rel, and the hex helpers are the same strings
+    either way (Redis has bit.tohex, fakeredis takes string.format)."""
+    from mooncake_redis.lua_loader import expand, lua_dir
+
+    body = """
+local out = {}
+for i = 1, #ARGV, 3 do
+  local off, ak, x = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local b, rel = alloc_bucket(off, ak)
+  local n = u64_small(off)
+  table.insert(out, { b, rel, alloc_offset(b, rel, ak), n and u64_of(n) or '', hex_short(x),
+    hex8(x) })
+end
+return out
+"""
+    script = expand("--!include alloc.lua\n" + body, lua_dir() / "includes")
+    rng = random.Random(13)
+    offs = [0, 1, 63, 64, (1 << 52) - 1, 1 << 52, (1 << 52) + 1, (1 << 53) - 1, 1 << 53,
+            (1 << 53) + 1, (1 << 64) - 1, (1 << 64) - 4096]  # fmt: skip
+    offs += [rng.getrandbits(rng.choice([12, 32, 40, 51, 52, 53, 60, 64])) for _ in range(200)]
+    xs = [0, 1, 15, 16, 255, 256, 4095, 4096, (1 << 31) - 1, 1 << 31, (1 << 32) - 1]
+    rows = []
+    for i, off in enumerate(offs):
+        x = xs[i] if i < len(xs) else rng.getrandbits(rng.choice([4, 12, 20, 31, 32]))
+        rows.append((off, rng.choice([6, 7, 12, 13, 18, 31]) if i >= 12 else 6 + i % 26, x))
+    svc: MasterService = await make_service()
+    argv: list[Any] = []
+    for off, ak, x in rows:
+        argv += [f"{off:016x}", ak, x]
+    # One key (never touched) routes the call on a cluster.
+    got = await svc.backend.client.eval(script, 1, svc.keys.segment_anchor("t"), *argv)
+    for (off, ak, x), g in zip(rows, got, strict=True):
+        b, rel = alloc_bucket_of(off, ak)
+        small = f"{off:016x}" if off < 1 << 52 else ""
+        want = [b, rel, f"{off:016x}", small, format(x, "x"), f"{x:08x}"]
+        assert [v.decode() for v in g] == want, (off, ak, x)
+
+
+async def test_pending_and_confirm_read_records_written_out_of_place(make_service: Any) -> None:
+    """alloc_pending finds an owner field that is not right after its record (a record written
+    by someone else than alloc_take), and alloc_confirm rewrites a length with leading zeros
+    as it always did (short hex)."""
+    from mooncake_redis.lua_calls import alloc_confirm, alloc_pending
+
+    svc = await mounted(make_service, 1 << 20)
+    keys = keys_of(8, "oop")
+    await put_all(svc, keys, 4096)
+    client = svc.backend.client
+    [bucket] = list(await index_of(svc))
+    bkey = svc.keys.alloc_bucket("s", bucket)
+    flat = list((await client.hgetall(bkey)).items())
+    first, owner = flat[0], flat[1]
+    assert owner[0] == first[0] + b"k"
+    # The first record's owner field moves to the end, and its length gains leading zeros.
+    await client.hdel(bkey, owner[0])
+    await client.hset(bkey, owner[0], owner[1])
+    await client.hset(bkey, first[0], b"000" + first[1])
+    now = await svc.backend.time_ms()
+    pending = await alloc_pending(svc.ctx, ["s"], now)
+    assert sorted(p.owner for p in pending) == sorted(keys)
+    await alloc_confirm(svc.ctx, {"s": [(p.offset, p.put_id) for p in pending]})
+    after = await client.hgetall(bkey)
+    assert after[first[0]] == first[1].rsplit(b"|", 1)[0] + b"|"
+    assert all(v.endswith(b"|") for f, v in after.items() if not f.endswith(b"k"))
+    [st] = await svc.segment_stats()
+    assert (st.allocations, st.pending) == (8, 0)

@@ -1,8 +1,9 @@
 -- Segment allocator inside ONE segment tag (stag). Needs keys.lua, errors.lua, common.lua,
 -- u64.lua.
 --
--- Every offset and length is a u64 (16 hex characters, see u64.lua): no Lua number, no ZSET
--- score (a double) ever holds one. Best fit over free extents kept in two lexicographically
+-- Every offset and length is a u64 (16 hex characters, see u64.lua) wherever it is stored or
+-- passed: no ZSET score (a double) ever holds one, and a Lua number only inside a script and
+-- below 2^52 (exact: the held extent, bucket and rel, sums; u64 strings past that). Best fit over free extents kept in two lexicographically
 -- ordered ZSETs (every score 0, ZRANGEBYLEX): free_off members are offset .. length (neighbours
 -- by offset), free_len members are length .. offset (best fit: the smallest length >= size,
 -- lowest offset among equals). O(log n) per call; a reserve script's allocations carve one
@@ -39,6 +40,26 @@ local function u64_pad(s)
   return string.rep('0', 16 - #s) .. s
 end
 
+-- a + b and a - b (nil when b > a) of u64 values, as u64_add / u64_sub, by numbers when both
+-- are below 2^52 (exact): two tonumber and one format instead of four of each.
+local function alloc_add(a, b)
+  if a < U64_SMALL and b < U64_SMALL then
+    return u64_of(tonumber(a, 16) + tonumber(b, 16))
+  end
+  return u64_add(a, b)
+end
+
+local function alloc_sub(a, b)
+  if a < U64_SMALL and b < U64_SMALL then
+    local d = tonumber(a, 16) - tonumber(b, 16)
+    if d < 0 then
+      return nil
+    end
+    return u64_of(d)
+  end
+  return u64_sub(a, b)
+end
+
 -- "len|pid|ms" -> len (u64), pid, ms (a number, nil once confirmed)
 local function alloc_parse(rec)
   local a = string.find(rec, '|', 1, true)
@@ -48,10 +69,16 @@ local function alloc_parse(rec)
 end
 
 -- offset (u64) -> bucket, rel (hex without leading zeros), for a shift ak in [6, 31]: exact on
--- 32-bit halves (bucket = bhi * 2^32 + blo, each below 2^32).
+-- 32-bit halves (bucket = bhi * 2^32 + blo, each below 2^32); an offset below 2^52 as one
+-- number (the same strings).
 local function alloc_bucket(off, ak)
-  local hi, lo = u64_split(off)
   local p = 2 ^ ak
+  local n = u64_small(off)
+  if n then
+    local bn = math.floor(n / p)
+    return string.format('%x', bn), string.format('%x', n - bn * p)
+  end
+  local hi, lo = u64_split(off)
   local q = TWO32 / p
   local lhi = math.floor(lo / p)
   local bhi = math.floor(hi / p)
@@ -68,12 +95,18 @@ end
 -- bucket, rel -> offset (u64): the inverse of alloc_bucket.
 local function alloc_offset(b, rel, ak)
   local n = #b
+  local p = 2 ^ ak
+  if n <= 13 then -- bucket below 2^52: bucket * 2^ak is exact, and so is a sum below 2^53
+    local v = tonumber(b, 16) * p + tonumber(rel, 16)
+    if v < 9007199254740992 then
+      return u64_of(v)
+    end
+  end
   local bhi = 0
   if n > 8 then
     bhi = tonumber(string.sub(b, 1, n - 8), 16)
   end
   local blo = tonumber(string.sub(b, math.max(1, n - 7)), 16)
-  local p = 2 ^ ak
   local q = TWO32 / p
   local top = math.floor(blo / q)
   return u64_join(bhi * p + top, (blo - top * q) * p + tonumber(rel, 16))
@@ -143,10 +176,34 @@ local function alloc_index_set(stag, b, oldest)
   end
 end
 
+-- A record's pid and ms (a number, nil once confirmed), and where its two '|' are; the
+-- readers that need no length take this instead of alloc_parse.
+local function alloc_parse_pid(rec)
+  local a = string.find(rec, '|', 1, true)
+  local b = string.find(rec, '|', a + 1, true)
+  return string.sub(rec, a + 1, b - 1), tonumber(string.sub(rec, b + 1)), a, b
+end
+
+-- The oldest pending ms of a bucket's HGETALL (nil when none is pending), as
+-- alloc_bucket_records says, without building its records.
+local function alloc_bucket_oldest(flat)
+  local oldest = nil
+  for i = 1, #flat, 2 do
+    if string.byte(flat[i], -1) ~= 107 then -- not an owner field ('k')
+      local rec = flat[i + 1]
+      local b = string.find(rec, '|', string.find(rec, '|', 1, true) + 1, true)
+      local ms = tonumber(string.sub(rec, b + 1))
+      if ms and (not oldest or ms < oldest) then
+        oldest = ms
+      end
+    end
+  end
+  return oldest
+end
+
 -- Recomputes a bucket's index score from its records.
 local function alloc_index_refresh(stag, b)
-  local _, oldest = alloc_bucket_records(redis.call('HGETALL', K.alloc(stag, b)))
-  alloc_index_set(stag, b, oldest)
+  alloc_index_set(stag, b, alloc_bucket_oldest(redis.call('HGETALL', K.alloc(stag, b))))
 end
 
 local function alloc_add_free(stag, off, len)
@@ -172,21 +229,34 @@ local function alloc_insert_free(stag, off, len)
   local prev = redis.call('ZREVRANGEBYLEX', fo, '(' .. off, '-', 'LIMIT', 0, 1)[1]
   if prev then
     local poff, plen = string.sub(prev, 1, 16), string.sub(prev, 17, 32)
-    if u64_add(poff, plen) == off then
+    if alloc_add(poff, plen) == off then
       alloc_del_free(stag, poff, plen)
-      off, len = poff, u64_add(plen, len)
+      off, len = poff, alloc_add(plen, len)
     end
   end
-  local stop = u64_add(off, len)
+  local stop = alloc_add(off, len)
   -- 'g' sorts after every hex digit: the first extent starting after off.
   local nxt = redis.call('ZRANGEBYLEX', fo, '(' .. off .. 'g', '+', 'LIMIT', 0, 1)[1]
   if nxt and string.sub(nxt, 1, 16) == stop then
     local nlen = string.sub(nxt, 17, 32)
     alloc_del_free(stag, stop, nlen)
-    len = u64_add(len, nlen)
+    len = alloc_add(len, nlen)
   end
   alloc_add_free(stag, off, len)
 end
+
+-- Caches of alloc_take, by value, for every segment of the script (upvalues: cheaper than table
+-- fields): rel number -> its hex (without leading zeros) and that .. 'k' (a batch spread over
+-- buckets repeats the rels of one size); the last size (u64) -> its number (below 2^52, else
+-- nil) and its short hex .. '|'; the last now -> '|' .. its decimal; the last offset's high
+-- half -> its 8 hex digits; the last shift -> 2^shift; and the last bucket written: its state,
+-- number, field list and that list's length.
+local alloc_rels, alloc_relks = {}, {}
+local alloc_sz, alloc_szn, alloc_szs = nil, nil, nil
+local alloc_nowv, alloc_nows = nil, nil
+local alloc_offhi, alloc_offhs = nil, nil
+local alloc_ak, alloc_p = nil, nil
+local alloc_cst, alloc_cb, alloc_cf, alloc_cn = nil, nil, nil, 0
 
 -- A script's allocations in segment stag (alloc_begin, alloc_take..., alloc_end): best fit as
 -- if each were written at once, but the extent being carved is held in Lua (out of the free
@@ -196,66 +266,170 @@ end
 -- that found nothing for a size is not repeated for that size or larger (nothing is added to the
 -- ZSETs meanwhile, except a held extent put back, which forgets it). Only this script sees the
 -- held state: frees, the janitor and unmounts see the segment after alloc_end.
+--
+-- The held extent is st.ho, st.hl (offset, length) and st.hk its kind: nil none, true numbers
+-- (offset and length below 2^52, so every sum of them is exact: the common case), false u64
+-- strings (an extent anywhere in u64). The sum of the sizes taken is st.total (u64) + st.tn (a
+-- number below 2^52). With the caches above, a batch of one size formats one offset and one
+-- rel per allocation and builds no table but one per bucket.
 local function alloc_begin(stag)
   local seg = alloc_seg(stag)
   -- An empty segment picks its bucket shift again, from the next first size.
   if seg.n == 0 and redis.call('EXISTS', K.alloc_index(stag)) == 0 then
     seg.ak = nil
   end
-  return { stag = stag, seg = seg, hold = nil, buckets = {}, order = {}, total = U64_ZERO,
-    count = 0, none = nil }
+  return { stag = stag, seg = seg, hk = nil, ho = nil, hl = nil, buckets = {}, order = {},
+    total = U64_ZERO, tn = 0, count = 0, none = nil, now = nil }
+end
+
+-- The held extent as u64 strings (offset, length), or nil when none is held.
+local function alloc_held(st)
+  if st.hk then
+    return u64_of(st.ho), u64_of(st.hl)
+  elseif st.hk == false then
+    return st.ho, st.hl
+  end
+  return nil, nil
+end
+
+-- Holds the free extent (off, len) (u64 strings), as numbers when both are below 2^52.
+local function alloc_hold(st, off, len)
+  if off < U64_SMALL and len < U64_SMALL then
+    st.hk, st.ho, st.hl = true, tonumber(off, 16), tonumber(len, 16)
+  else
+    st.hk, st.ho, st.hl = false, off, len
+  end
 end
 
 -- Best-fit allocation of size bytes (u64), owned by owner (encoded, records.alloc_owner) and
 -- put id pid. Returns the offset (u64), or nil when no extent is large enough.
 local function alloc_take(st, size, owner, pid, now)
-  local stag, hold = st.stag, st.hold
-  local c = nil
-  if not (st.none and size >= st.none) then
-    c = redis.call('ZRANGEBYLEX', K.free_len(stag), '[' .. size, '+', 'LIMIT', 0, 1)[1]
-    if not c then
-      st.none = size
-    end
+  if size ~= alloc_sz then
+    alloc_sz, alloc_szn, alloc_szs = size, u64_small(size), u64_short(size) .. '|'
   end
-  local fits = hold and hold.len >= size
-  if c then
-    local clen, coff = string.sub(c, 1, 16), string.sub(c, 17, 32)
-    -- Smallest length first, lowest offset among equals (the ZSET's lexicographic order).
-    if not (fits and (hold.len < clen or (hold.len == clen and hold.off < coff))) then
-      alloc_del_free(stag, coff, clen)
-      if hold then
-        alloc_add_free(stag, hold.off, hold.len)
-        st.none = nil
+  local szn = alloc_szn
+  local hk, hl = st.hk, st.hl
+  local fits
+  if hk then
+    fits = szn ~= nil and hl >= szn -- a size past 2^52 is larger than a numeric extent
+  elseif hk == false then
+    fits = hl >= size
+  else
+    fits = false
+  end
+  local none = st.none
+  if not (none and size >= none) then
+    local stag = st.stag
+    local c = redis.call('ZRANGEBYLEX', K.free_len(stag), '[' .. size, '+', 'LIMIT', 0, 1)[1]
+    if c then
+      local clen, coff = string.sub(c, 1, 16), string.sub(c, 17, 32)
+      local keep = false
+      if fits then
+        -- Smallest length first, lowest offset among equals (the ZSET's lexicographic order).
+        local hoff, hlen = alloc_held(st)
+        keep = hlen < clen or (hlen == clen and hoff < coff)
       end
-      hold = { off = coff, len = clen }
+      if not keep then
+        alloc_del_free(stag, coff, clen)
+        if hk ~= nil then
+          local hoff, hlen = alloc_held(st)
+          alloc_add_free(stag, hoff, hlen)
+          st.none = nil
+        end
+        alloc_hold(st, coff, clen)
+        hk, hl = st.hk, st.hl
+      end
+    else
+      st.none = size
+      if not fits then
+        return nil
+      end
     end
   elseif not fits then
     return nil
   end
-  local off = hold.off
-  if hold.len > size then
-    st.hold = { off = u64_add(off, size), len = u64_sub(hold.len, size) }
-  else
-    st.hold = nil
-  end
   local seg = st.seg
-  if not seg.ak then
-    seg.ak = alloc_pick_shift(size)
+  local ak = seg.ak
+  if not ak then
+    ak = alloc_pick_shift(size)
+    seg.ak = ak
   end
-  local b, rel = alloc_bucket(off, seg.ak)
-  local fields = st.buckets[b]
+  if ak ~= alloc_ak then
+    alloc_ak, alloc_p, alloc_cst = ak, 2 ^ ak, nil
+  end
+  local off, b, rel, relk
+  local fields, k
+  if hk then
+    -- The held extent fits and is numeric, so size is below 2^52 too (szn is a number).
+    local o = st.ho
+    if hl > szn then
+      st.ho, st.hl = o + szn, hl - szn
+    else
+      st.hk, st.ho, st.hl = nil, nil, nil
+    end
+    -- The offset: its high 8 hex digits once per 4 GiB, the low ones by hex8.
+    local lo = o % TWO32
+    local hi = (o - lo) / TWO32
+    if hi ~= alloc_offhi then
+      alloc_offhi, alloc_offhs = hi, hex8(hi)
+    end
+    off = alloc_offhs .. hex8(lo)
+    local p = alloc_p
+    local rn = o % p
+    local bn = (o - rn) / p
+    rel = alloc_rels[rn]
+    if rel then
+      relk = alloc_relks[rn]
+    else
+      rel = hex_short(rn)
+      relk = rel .. 'k'
+      alloc_rels[rn], alloc_relks[rn] = rel, relk
+    end
+    if bn == alloc_cb and st == alloc_cst then
+      fields, k = alloc_cf, alloc_cn
+    else
+      b = string.format('%x', bn)
+      alloc_cb = bn
+    end
+    local tn = st.tn + szn
+    if tn >= 4503599627370496 then -- 2^52: into the u64 total
+      st.total, tn = u64_add(st.total, u64_of(tn)), 0
+    end
+    st.tn = tn
+  else
+    off = st.ho
+    if hl > size then
+      st.ho, st.hl = u64_add(off, size), u64_sub(hl, size)
+    else
+      st.hk, st.ho, st.hl = nil, nil, nil
+    end
+    b, rel = alloc_bucket(off, ak)
+    relk = rel .. 'k'
+    st.total = u64_add(st.total, size)
+    alloc_cb = nil
+  end
   if not fields then
-    fields = {}
-    st.buckets[b] = fields
-    table.insert(st.order, b)
+    fields = st.buckets[b]
+    if not fields then
+      fields = {}
+      st.buckets[b] = fields
+      st.order[#st.order + 1] = b
+    end
+    k = #fields
+    alloc_cst, alloc_cf = st, fields
   end
-  table.insert(fields, rel)
-  table.insert(fields, u64_short(size) .. '|' .. pid .. '|' .. string.format('%d', now))
-  table.insert(fields, rel .. 'k')
-  table.insert(fields, owner)
-  st.total = u64_add(st.total, size)
+  if now ~= alloc_nowv then
+    alloc_nowv, alloc_nows = now, '|' .. string.format('%d', now)
+  end
+  fields[k + 1] = rel
+  fields[k + 2] = alloc_szs .. pid .. alloc_nows
+  fields[k + 3] = relk
+  fields[k + 4] = owner
+  alloc_cn = k + 4
   st.count = st.count + 1
-  st.now = now
+  if st.now ~= now then
+    st.now = now
+  end
   return off
 end
 
@@ -265,9 +439,10 @@ end
 -- ms) and the counters.
 local function alloc_end(st)
   local stag = st.stag
-  if st.hold then
-    alloc_add_free(stag, st.hold.off, st.hold.len)
-    st.hold = nil
+  if st.hk ~= nil then
+    local hoff, hlen = alloc_held(st)
+    alloc_add_free(stag, hoff, hlen)
+    st.hk, st.ho, st.hl = nil, nil, nil
   end
   if st.count > 0 then
     local ms = string.format('%d', st.now)
@@ -276,13 +451,16 @@ local function alloc_end(st)
       redis.call('ZADD', K.alloc_index(stag), 'LT', ms, b)
     end
     local seg = st.seg
-    seg.allocated = u64_add(seg.allocated, st.total)
+    seg.allocated = u64_add(seg.allocated, u64_add(st.total, u64_of(st.tn)))
     seg.n = seg.n + st.count
     seg.np = seg.np + st.count
     seg.dirty = true
     alloc_flush(seg)
   end
-  st.buckets, st.order, st.total, st.count = {}, {}, U64_ZERO, 0
+  st.buckets, st.order, st.total, st.tn, st.count = {}, {}, U64_ZERO, 0, 0
+  if alloc_cst == st then
+    alloc_cst = nil
+  end
 end
 
 -- Frees the allocation at off (u64) if its record carries put id pid (idempotent: a second
@@ -311,7 +489,7 @@ local function alloc_release(stag, off, pid)
   if redis.call('EXISTS', bkey) == 0 then
     redis.call('ZREM', K.alloc_index(stag), b)
   end
-  seg.allocated = u64_sub(seg.allocated, len) or U64_ZERO
+  seg.allocated = alloc_sub(seg.allocated, len) or U64_ZERO
   seg.n = seg.n - 1
   if ms then
     seg.np = seg.np - 1

@@ -1,8 +1,9 @@
 -- Exact unsigned 64-bit integers, and unbounded decimal counters. Needs: nothing (plain Lua).
 --
 -- Lua 5.1 numbers are doubles, exact only below 2^53, and cjson keeps 14 significant digits, so
--- no 64-bit value (an offset, a length, a segment base or size) may pass through a Lua number.
--- A u64 is a 16-character lowercase hex string: fixed width, so string order is numeric order
+-- no 64-bit value (an offset, a length, a segment base or size) may pass through a Lua number
+-- unless it is known to be below 2^52 (u64_small: exact, and so is a sum of two; the
+-- allocator's fast paths). A u64 is a 16-character lowercase hex string: fixed width, so string order is numeric order
 -- (usable as a lexicographically ordered ZSET member, ZRANGEBYLEX). Arithmetic works on two
 -- 32-bit halves, each exact in a double (and in the Lua 5.4 integers of other runtimes).
 
@@ -19,6 +20,40 @@ end
 
 local function u64_join(hi, lo)
   return string.format('%08x%08x', hi, lo)
+end
+
+-- x as a Lua number when below 2^52, else nil: exact, and a sum of two such stays exact (below
+-- 2^53). The fast paths of the allocator work on these and keep the u64 strings past them.
+local U64_SMALL = '0010000000000000'
+local function u64_small(x)
+  if x < U64_SMALL then
+    return tonumber(x, 16)
+  end
+  return nil
+end
+
+-- A non-negative integer number n <= 2^53 (exact) as a u64.
+local function u64_of(n)
+  return string.format('%016x', n)
+end
+
+-- An integer number in [0, 2^32) as 8 hex digits: LuaBitOp's bit.tohex where the runtime has
+-- it (Redis: about half the instructions of string.format), string.format otherwise (fakeredis).
+local hex8 = (bit and bit.tohex) or function(x)
+  return string.format('%08x', x)
+end
+
+-- An integer number in [0, 2^32) as hex without leading zeros ('0' for zero), as
+-- string.format('%x', x) writes it (by bit.tohex where the runtime has it).
+local function hex_short(x)
+  if not bit then
+    return string.format('%x', x)
+  end
+  local d, t = 1, 16
+  while x >= t and d < 8 do
+    d, t = d + 1, t * 16
+  end
+  return bit.tohex(x, d)
 end
 
 -- a + b, or nil past 2^64 - 1 (callers add within a segment: offset + length <= size).
