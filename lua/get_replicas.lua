@@ -9,7 +9,7 @@
 -- Python reads both (lua_calls.store.get_replicas, the format in store.lua).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
--- Returns: per key {code, message, replica record (field r), lease timeout ms, then per segment
+-- Returns: per key {code, message, replica record (field r), lease timeout ms (a decimal string), then per segment
 -- ref in the record: ref, its segment-table entry (cjson [seg, base, ep, proto, name])}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).

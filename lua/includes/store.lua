@@ -201,20 +201,31 @@ local function store_grant_fields(...)
 end
 
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
--- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET; then the lease
--- index in one ZADD, and each radix node once with its newest lease and grant count
--- (radix_touch). keys: the hits (a key may repeat); fs: their HMGET replies of
--- store_grant_fields (l, sp, hp, rad, pfx first). Returns the leases, in keys order.
+-- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET of what changes
+-- (none when both already reach that far); then the lease index in one ZADD, and each radix
+-- node once with its newest lease and grant count (radix_touch). keys: the hits (a key may
+-- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first). Times
+-- stay decimal strings (radix_ms_max): no tonumber per key, and a lease goes back to Redis as
+-- read or as the one now + ttl string of the call. Returns the leases (strings), in keys order.
 local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
-  local floor, soft_floor = now + ttl, now + soft_ttl
+  if #keys == 0 then
+    return leases
+  end
+  local floor, soft_floor = string.format('%d', now + ttl), string.format('%d', now + soft_ttl)
   for i, key in ipairs(keys) do
     local g = fs[i]
-    local lease = math.max(tonumber(g[1]) or 0, floor)
-    if g[2] then
-      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, math.max(tonumber(g[2]) or 0, soft_floor))
-    else
-      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease)
+    local lease = radix_ms_max(g[1], floor)
+    local sp = g[2] -- absent: no soft pin
+    local soft = sp and radix_ms_max(sp, soft_floor)
+    if lease ~= g[1] then
+      if soft ~= sp then
+        redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, soft)
+      else
+        redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease)
+      end
+    elseif soft ~= sp then
+      redis.call('HSET', K.obj(tag, key), F.obj.soft_pin_ms, soft)
     end
     if g[3] ~= '1' and g[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
       indexed[#indexed + 1] = lease
@@ -223,7 +234,7 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
     if g[4] == '1' and g[5] then
       local t = touched[g[5]]
       if t then
-        t[2], t[3] = math.max(t[2], lease), t[3] + 1
+        t[2], t[3] = radix_ms_max(t[2], lease), t[3] + 1
       else
         t = { g[5], lease, 1 }
         touched[g[5]] = t
