@@ -525,6 +525,19 @@ local function radix_ms_max(a, b)
   return a >= b and a or b
 end
 
+-- Number x as the string Redis stores for it ('%.17g': an integer's digits), memoized per
+-- script call: the few times and scores of a call (now + ttl, a shard's clock and found score)
+-- are formatted once, not once per shard.
+local radix_num_memo = {}
+local function radix_num(x)
+  local s = radix_num_memo[x]
+  if not s then
+    s = string.format('%.17g', x)
+    radix_num_memo[x] = s
+  end
+  return s
+end
+
 -- The node fields a touch reads: the leaf score's input, the hit counter and the children count
 -- (a node with children is not in the leaf index: no ZADD for it); tiered, also the stamp (not
 -- rewritten when already the clock). Not the exposed mark: a touched node has hits, and the
@@ -554,8 +567,8 @@ local function radix_touch(tag, nodes)
   local tiered = radix_tier_state(tag)
   local fields, clock, found = RADIX_TOUCH_FIELDS, nil, nil
   if tiered then -- found now: a new stamp, and the leaf scored by its tier (hits > 0: found)
-    fields, clock = RADIX_TOUCH_TIER_FIELDS, string.format('%.17g', tiered.clock)
-    found = string.format('%.17g', radix_tier_score(tiered, tiered.clock, 1, false))
+    fields, clock = RADIX_TOUCH_TIER_FIELDS, radix_num(tiered.clock)
+    found = radix_num(radix_tier_score(tiered, tiered.clock, 1, false))
   end
   for _, t in ipairs(nodes) do
     local nkey = K.node(tag, t[1])

@@ -204,28 +204,30 @@ end
 -- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET of what changes
 -- (none when both already reach that far); then the lease index in one ZADD, and each radix
 -- node once with its newest lease and grant count (radix_touch). keys: the hits (a key may
--- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first). Times
+-- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first); okeys
+-- (optional): their object keys, as the caller's HMGET built them. Times
 -- stay decimal strings (radix_ms_max): no tonumber per key, and a lease goes back to Redis as
 -- read or as the one now + ttl string of the call. Returns the leases (strings), in keys order.
-local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
+local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
   if #keys == 0 then
     return leases
   end
-  local floor, soft_floor = string.format('%d', now + ttl), string.format('%d', now + soft_ttl)
+  local floor, soft_floor = radix_num(now + ttl), radix_num(now + soft_ttl)
   for i, key in ipairs(keys) do
     local g = fs[i]
     local lease = radix_ms_max(g[1], floor)
     local sp = g[2] -- absent: no soft pin
     local soft = sp and radix_ms_max(sp, soft_floor)
-    if lease ~= g[1] then
-      if soft ~= sp then
-        redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, soft)
+    if lease ~= g[1] or soft ~= sp then
+      local okey = okeys and okeys[i] or K.obj(tag, key)
+      if lease == g[1] then
+        redis.call('HSET', okey, F.obj.soft_pin_ms, soft)
+      elseif soft ~= sp then
+        redis.call('HSET', okey, F.obj.lease_ms, lease, F.obj.soft_pin_ms, soft)
       else
-        redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease)
+        redis.call('HSET', okey, F.obj.lease_ms, lease)
       end
-    elseif soft ~= sp then
-      redis.call('HSET', K.obj(tag, key), F.obj.soft_pin_ms, soft)
     end
     if g[3] ~= '1' and g[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
       indexed[#indexed + 1] = lease
