@@ -69,10 +69,13 @@ local function radix_has_key(tag, h, key)
 end
 
 -- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte).
-local RADIX_UNHEX = {}
-for i = 0, 255 do
-  RADIX_UNHEX[string.format('%02x', i)] = string.char(i)
-end
+-- '00'..'ff' -> the byte, each filled on first use: not 256 formats at the start of every call
+-- of every script that includes this (most calls never pack a child edge).
+local RADIX_UNHEX = setmetatable({}, { __index = function(t, x)
+  local b = string.char(tonumber(x, 16))
+  rawset(t, x, b)
+  return b
+end })
 local radix_child_fields = {} -- memo of one script call: a put reads and writes each edge
 
 -- The node HASH field of the edge to child c.

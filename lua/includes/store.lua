@@ -45,22 +45,33 @@ end
 -- and its segment-table entry as stored (cjson), cached per script call: what a reader needs to
 -- decode the record itself (records.py).
 local store_segraw = {}
+local STORE_RECORD_REF = '[^,;]+,[^,;]+,([^,;]+),[^,;]+,[^,;]+'
+local function store_record_segment(tag, ref, out)
+  local ck = tag .. ref
+  local desc = store_segraw[ck]
+  if not desc then
+    desc = redis.call('HGET', K.segs(tag), ref)
+    if not desc then
+      error('store: shard ' .. tag .. ' has no segment ' .. ref)
+    end
+    store_segraw[ck] = desc
+  end
+  out[#out + 1] = ref
+  out[#out + 1] = desc
+end
 local function store_record_segments(tag, raw, out)
+  if not string.find(raw, ';', 1, true) then -- one replica, the common case: one match
+    local ref = string.match(raw, STORE_RECORD_REF)
+    if ref then
+      store_record_segment(tag, ref, out)
+    end
+    return
+  end
   local seen = {}
-  for ref in string.gmatch(raw, '[^,;]+,[^,;]+,([^,;]+),[^,;]+,[^,;]+') do
+  for ref in string.gmatch(raw, STORE_RECORD_REF) do
     if not seen[ref] then
       seen[ref] = true
-      local ck = tag .. ref
-      local desc = store_segraw[ck]
-      if not desc then
-        desc = redis.call('HGET', K.segs(tag), ref)
-        if not desc then
-          error('store: shard ' .. tag .. ' has no segment ' .. ref)
-        end
-        store_segraw[ck] = desc
-      end
-      out[#out + 1] = ref
-      out[#out + 1] = desc
+      store_record_segment(tag, ref, out)
     end
   end
 end
