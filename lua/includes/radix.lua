@@ -528,9 +528,8 @@ local function radix_ms_max(a, b)
   return a >= b and a or b
 end
 
--- Number x as the string Redis stores for it ('%.17g': an integer's digits), memoized per
--- script call: the few times and scores of a call (now + ttl, a shard's clock and found score)
--- are formatted once, not once per shard.
+-- Number x as the string Redis stores for it ('%.17g'), memoized per script call: a shard's
+-- clock and found-tier score are formatted once per distinct value, not once per shard.
 local radix_num_memo = {}
 local function radix_num(x)
   local s = radix_num_memo[x]

@@ -211,6 +211,18 @@ local function store_grant_fields(...)
   return { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
 end
 
+-- Integer ms x as a decimal string ('%d': digits only, at any size, as radix_ms_max compares
+-- them), memoized per script call: now + ttl is formatted once per call, not once per shard.
+local store_ms_memo = {}
+local function store_ms(x)
+  local s = store_ms_memo[x]
+  if not s then
+    s = string.format('%d', x)
+    store_ms_memo[x] = s
+  end
+  return s
+end
+
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
 -- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET of what changes
 -- (none when both already reach that far); then the lease index in one ZADD, and each radix
@@ -224,7 +236,7 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
   if #keys == 0 then
     return leases
   end
-  local floor, soft_floor = radix_num(now + ttl), radix_num(now + soft_ttl)
+  local floor, soft_floor = store_ms(now + ttl), store_ms(now + soft_ttl)
   for i, key in ipairs(keys) do
     local g = fs[i]
     local lease = radix_ms_max(g[1], floor)
