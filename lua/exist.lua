@@ -14,18 +14,19 @@ local now = now_ms()
 local out = {}
 local fields = store_grant_fields(F.obj.status)
 each_group(function(tag, shard, n)
-  local hits, fs = {}, {}
+  local hits, fs, okeys, m = {}, {}, {}, 0
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), unpack(fields))
+    local okey = K.obj(tag, key)
+    local f = redis.call('HMGET', okey, unpack(fields))
     if f[6] == 'C' then -- the status, after the grant fields
-      hits[#hits + 1] = key
-      fs[#fs + 1] = f
+      m = m + 1
+      hits[m], fs[m], okeys[m] = key, f, okey
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
     end
   end
-  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl)
+  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys)
 end)
 return out

@@ -9,7 +9,7 @@
 -- Python reads both (lua_calls.store.get_replicas, the format in store.lua).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
--- Returns: per key {code, message, replica record (field r), lease timeout ms, then per segment
+-- Returns: per key {code, message, replica record (field r), lease timeout ms (a decimal string), then per segment
 -- ref in the record: ref, its segment-table entry (cjson [seg, base, ep, proto, name])}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).
@@ -20,10 +20,11 @@ local now = now_ms()
 local out = {}
 local fields = store_grant_fields(F.obj.replicas, F.obj.status)
 each_group(function(tag, shard, n)
-  local hits, fs, found = {}, {}, {}
+  local hits, fs, found, okeys = {}, {}, {}, {}
   for _ = 1, n do
     local key = arg()
-    local f = redis.call('HMGET', K.obj(tag, key), unpack(fields))
+    local okey = K.obj(tag, key)
+    local f = redis.call('HMGET', okey, unpack(fields))
     if not f[6] then -- the replicas, then the status, after the grant fields
       out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }
     elseif f[7] ~= 'C' and not store_any_complete(store_replicas(f[6])) then
@@ -35,9 +36,10 @@ each_group(function(tag, shard, n)
       found[#found + 1] = entry
       hits[#hits + 1] = key
       fs[#fs + 1] = f
+      okeys[#okeys + 1] = okey
     end
   end
-  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl)) do
+  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys)) do
     found[i][4] = lease
   end
 end)

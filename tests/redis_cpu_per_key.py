@@ -11,8 +11,10 @@ the same machine state.
 
 ``REDIS_CPU_CALLGRIND=1`` runs the server under valgrind's callgrind instead and prints the
 instructions the server executed per put key, by script (each call dumped apart with
-callgrind_control): a count that a loaded machine does not move, unlike the CPU times; the
-read part is skipped then (valgrind slows the server about 50 times).
+callgrind_control): a count that a loaded machine does not move, unlike the CPU times; then the
+reads' instructions per key (each read batch called once, not three times: valgrind slows the
+server about 50 times). ``REDIS_CPU_ONLY=reads`` skips the measured puts (reads only, both
+modes).
 """
 
 from __future__ import annotations
@@ -116,11 +118,12 @@ async def main(tree: str) -> None:
         cpu_per.clear()
         r.config_resetstat()
         cpu0 = r.info("cpu")
+        only_reads = os.environ.get("REDIS_CPU_ONLY") == "reads"
         if grind:
             grind_ctl("-i", "on")
             grind_ctl("-z")
-            measuring = True
-        for i in range(1, 20):
+            measuring = not only_reads
+        for i in range(1, 1 if only_reads else 20):
             b = keys[i * 128 : (i + 1) * 128]
             parents = [keys[i * 128 - 1] if i % 2 else "", *b[:-1]]
             cfgs = [ReplicateConfig(parent_block_hash=p) for p in parents]
@@ -128,8 +131,9 @@ async def main(tree: str) -> None:
             assert all(isinstance(x, list) for x in res), res[:3]
             assert await svc.batch_put_end("c", b) == [None] * 128
         n = 19 * 128
-        if grind:
-            measuring = False
+
+        def grind_counts() -> collections.Counter[str]:
+            """Instructions per label of the dumps so far (dumped[i] labels dump i + 1)."""
             files = sorted(
                 glob.glob(f"{workdir}/cg.{proc.pid}.*"), key=lambda f: int(f.split(".")[-1])
             )
@@ -139,9 +143,27 @@ async def main(tree: str) -> None:
                 with open(f) as fh:
                     m = re.search(r"^summary: (\d+)", fh.read(), re.M)
                 ir[name] += int(m[1]) if m else 0
-            rows_ir = {k: round(v / n / 1000, 1) for k, v in sorted(ir.items())}
-            print(tree, "Redis thousand instructions per put key (callgrind):", rows_ir,
-                  "total", round(sum(ir.values()) / n / 1000, 1))  # fmt: skip
+            return ir
+
+        def grind_dump(label: str) -> None:
+            grind_ctl("-d", label)
+            dumped.append(label)
+
+        if grind:
+            measuring = False
+            if not only_reads:
+                ir = grind_counts()
+                rows_ir = {k: round(v / n / 1000, 1) for k, v in sorted(ir.items())}
+                print(tree, "Redis thousand instructions per put key (callgrind):", rows_ir,
+                      "total", round(sum(ir.values()) / n / 1000, 1))  # fmt: skip
+            r.config_resetstat()
+            done = len(dumped)
+            counted = await reads(svc, r, tree, (lambda: grind_ctl("-z"), grind_dump))
+            ir = grind_counts()
+            for name in dumped[:done]:
+                ir.pop(name, None)
+            rows_ir = {k: round(v / counted[k] / 1000, 2) for k, v in sorted(ir.items())}
+            print(tree, "Redis thousand instructions per read key (callgrind):", rows_ir)
             await svc.aclose()
             return
         cpu1 = r.info("cpu")
@@ -186,7 +208,7 @@ def _cpu_usec(r: Any) -> float:
     return (cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"]) * 1e6
 
 
-async def reads(svc: Any, r: Any, tree: str) -> None:
+async def reads(svc: Any, r: Any, tree: str, grind: Any = None) -> dict[str, int]:
     """Redis CPU per key of batch_exist_key (present and absent) and batch_get_replica_list over
     stored MLA keys (one object per block) and MHA TP 4 keys (8 objects per block), radix on,
     chains of 64 blocks: 10 batches of 128, each called 3 times, every call checked before it
@@ -194,13 +216,16 @@ async def reads(svc: Any, r: Any, tree: str) -> None:
     the server main thread's CPU time over the 30 calls (INFO cpu, getrusage, with the
     connection handling of each call); ``min`` / ``median``: the scripts' commandstats time per
     call, which is wall time inside the command, so a shared machine's preemptions inflate it
-    (the minimum shows through them)."""
+    (the minimum shows through them). ``grind`` (callgrind mode: (zero, dump) callables): each
+    batch called once, zeroed before and dumped after its call under the label
+    ``<fmt> <name>``. Returns the keys read per label."""
     from mooncake_redis.models import ReplicateConfig
 
     def blk(i: int, salt: str) -> str:
         return uuid.uuid5(uuid.NAMESPACE_OID, f"{salt}{i}").hex * 2
 
     rows: dict[str, float] = {}
+    counted: dict[str, int] = {}
     for fmt, per_block in (("mla", 1), ("mha", 8)):
         pairs: list[tuple[str, str]] = []
         i = 0
@@ -218,13 +243,17 @@ async def reads(svc: Any, r: Any, tree: str) -> None:
             assert all(isinstance(x, list) for x in res), res[:3]
             assert await svc.batch_put_end("c", ks) == [None] * len(ks)
         await svc.batch_exist_key([batches[0][0][0]])  # scripts loaded
+        await svc.batch_get_replica_list([batches[0][0][0]])
+        rounds = 1 if grind else 3
         for name in ("exist", "get_replicas", "exist_absent"):
             per_call: list[float] = []
             cpu0, calls0 = _cpu_usec(r), _inner_calls(r)
-            for _ in range(3):
+            for _ in range(rounds):
                 for b in batches:
                     ks = [k for k, _ in b]
                     before = _eval_usec(r)
+                    if grind:
+                        grind[0]()
                     if name == "exist":
                         assert await svc.batch_exist_key(ks) == [True] * len(ks)
                     elif name == "exist_absent":
@@ -233,13 +262,24 @@ async def reads(svc: Any, r: Any, tree: str) -> None:
                     else:
                         got = await svc.batch_get_replica_list(ks)
                         assert all(len(g.replicas) == 1 for g in got), got[:3]
+                    if grind:
+                        grind[1](f"{fmt} {name}")
                     per_call.append((_eval_usec(r) - before) / len(ks))
-            rows[f"{fmt} {name} cpu"] = round((_cpu_usec(r) - cpu0) / (3 * len(pairs)), 2)
-            rows[f"{fmt} {name} calls"] = round((_inner_calls(r) - calls0) / (3 * len(pairs)), 2)
+            counted[f"{fmt} {name}"] = rounds * len(pairs)
+            rows[f"{fmt} {name} cpu"] = round((_cpu_usec(r) - cpu0) / (rounds * len(pairs)), 2)
+            rows[f"{fmt} {name} calls"] = round(
+                (_inner_calls(r) - calls0) / (rounds * len(pairs)), 2
+            )
             per_call.sort()
             rows[f"{fmt} {name} min"] = round(per_call[0], 2)
             rows[f"{fmt} {name} median"] = round(per_call[len(per_call) // 2], 2)
-    print(tree, "Redis us per read key:", rows)
+    if not grind:
+        print(tree, "Redis us per read key:", rows)
+    else:
+        print(
+            tree, "commands per read key:", {k: v for k, v in rows.items() if k.endswith("calls")}
+        )
+    return counted
 
 
 if __name__ == "__main__":

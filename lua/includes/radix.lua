@@ -68,19 +68,14 @@ local function radix_has_key(tag, h, key)
   return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
 end
 
--- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte). Built on first
--- use: building it costs about a million server instructions, which every call of every
--- script that includes this file paid (most never convert a hash: Python sends the fields).
-local RADIX_UNHEX = nil
-local function radix_unhex()
-  if not RADIX_UNHEX then
-    RADIX_UNHEX = {}
-    for i = 0, 255 do
-      RADIX_UNHEX[string.format('%02x', i)] = string.char(i)
-    end
-  end
-  return RADIX_UNHEX
-end
+-- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte).
+-- '00'..'ff' -> the byte, each filled on first use: not 256 formats at the start of every call
+-- of every script that includes this (most calls never pack a child edge).
+local RADIX_UNHEX = setmetatable({}, { __index = function(t, x)
+  local b = string.char(tonumber(x, 16))
+  rawset(t, x, b)
+  return b
+end })
 local radix_child_fields = {} -- memo of one script call: a put reads and writes each edge
 
 -- The node HASH field of the edge to child c.
@@ -90,7 +85,7 @@ local function radix_child_field(c)
     return f
   end
   if #c == 64 and string.find(c, '^[0-9a-f]+$') then
-    f = '>' .. string.gsub(c, '..', radix_unhex())
+    f = '>' .. string.gsub(c, '..', RADIX_UNHEX)
   else
     f = '<' .. c
   end
@@ -174,11 +169,9 @@ end
 local function radix_tier_state(tag)
   local st = radix_tier_cache[tag]
   if st == nil then
-    -- The offsets alone first: absent (lru, lru-freq: the common case) ends it in one field.
-    local f = { redis.call('HGET', K.stats(tag), F.stats.tier_offsets) }
-    if f[1] then
-      f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
-    end
+    -- One HMGET whatever the policy (tiered, the default, needs all three; lru and lru-freq
+    -- find the offsets absent and ignore the rest).
+    local f = redis.call('HMGET', K.stats(tag), F.stats.tier_offsets, F.stats.turnover, F.stats.clock)
     st = radix_tier_prime(tag, f[1], f[2], f[3])
   end
   return st
@@ -532,45 +525,85 @@ local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
   return 1
 end
 
--- The node fields a touch reads: the leaf score's inputs, the hit counter and the children count
--- (a node with children is not in the leaf index: no ZADD for it); tiered, also exposed.
-local RADIX_TOUCH_FIELDS = { F.node.score, F.node.hits, F.node.nchildren }
-local RADIX_TOUCH_TIER_FIELDS = { F.node.score, F.node.hits, F.node.nchildren, F.node.exposed }
-
--- A node's leaf score after a lease grant on one of its keys, from its RADIX_TOUCH_FIELDS
--- values f: the newest lease (lease order, as Mooncake's eviction). The one place of the rule.
-local function radix_touch_score(f, lease)
-  return math.max(tonumber(f[1]) or 0, lease)
+-- The later of two times in ms given as decimal strings without sign or leading zeros (how
+-- leases, soft pins and node scores are stored and computed here); a (a stored field) may be
+-- false. Strings compared by length, then lexically: no tonumber, and the winner goes back to
+-- Redis as it is (no number formatting).
+local function radix_ms_max(a, b)
+  if not a then
+    return b
+  end
+  local la, lb = #a, #b
+  if la ~= lb then
+    return la > lb and a or b
+  end
+  return a >= b and a or b
 end
 
--- Lease grants on keys of the radix nodes of one shard, one entry per node {hash, newest lease,
--- grants}: the node's score follows (radix_touch_score), its hits count the grants (for
--- frequency-aware policies; tiered: its stamp becomes the clock, in the same HSET), and one
--- ZADD XX moves those that are leaves (no children) in the leaf index (its score: the node's s,
--- or tiered its tier score). Two calls per node (HMGET, HSET), at most one per shard.
+-- Number x as the string Redis stores for it ('%.17g'), memoized per script call: a shard's
+-- clock and found-tier score are formatted once per distinct value, not once per shard.
+local radix_num_memo = {}
+local function radix_num(x)
+  local s = radix_num_memo[x]
+  if not s then
+    s = string.format('%.17g', x)
+    radix_num_memo[x] = s
+  end
+  return s
+end
+
+-- The node fields a touch reads: the leaf score's input, the hit counter and the children count
+-- (a node with children is not in the leaf index: no ZADD for it); tiered, also the stamp (not
+-- rewritten when already the clock). Not the exposed mark: a touched node has hits, and the
+-- found tier does not depend on it.
+local RADIX_TOUCH_FIELDS = { F.node.score, F.node.hits, F.node.nchildren }
+local RADIX_TOUCH_TIER_FIELDS = { F.node.score, F.node.hits, F.node.nchildren, F.node.stamp }
+
+-- A node's leaf score after a lease grant on one of its keys, from its RADIX_TOUCH_FIELDS
+-- values f and the lease (decimal strings): the newest lease (lease order, as Mooncake's
+-- eviction). The one place of the rule.
+local function radix_touch_score(f, lease)
+  return radix_ms_max(f[1], lease)
+end
+
+-- Lease grants on keys of the radix nodes of one shard, one entry per node {hash, newest lease
+-- (a decimal string), grants}: the node's score follows (radix_touch_score), its hits count the
+-- grants (for frequency-aware policies; tiered: its stamp becomes the clock), in one HSET of
+-- the fields that change, and one ZADD XX moves those that are leaves (no children) in the leaf
+-- index (its score: the node's s, or tiered its tier score: the found tier, the same for every
+-- node touched now, computed once). Two calls per node (HMGET, HSET), at most one per shard
+-- (none without nodes: not even the tier state is read).
 local function radix_touch(tag, nodes)
+  if #nodes == 0 then
+    return
+  end
   local leaves = {}
   local tiered = radix_tier_state(tag)
-  local fields = tiered and RADIX_TOUCH_TIER_FIELDS or RADIX_TOUCH_FIELDS
+  local fields, clock, found = RADIX_TOUCH_FIELDS, nil, nil
+  if tiered then -- found now: a new stamp, and the leaf scored by its tier (hits > 0: found)
+    fields, clock = RADIX_TOUCH_TIER_FIELDS, radix_num(tiered.clock)
+    found = radix_num(radix_tier_score(tiered, tiered.clock, 1, false))
+  end
   for _, t in ipairs(nodes) do
     local nkey = K.node(tag, t[1])
     local f = redis.call('HMGET', nkey, unpack(fields))
     if f[1] or f[2] then -- radix_create writes both; neither: no node
       local s = radix_touch_score(f, t[2])
       local hits = (tonumber(f[2]) or 0) + t[3]
-      local leaf = (tonumber(f[3]) or 0) == 0
-      if tiered then -- found now: a new stamp, and the leaf scored by its tier
-        redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits, F.node.stamp, tiered.clock)
-        if leaf then
-          leaves[#leaves + 1] = string.format('%.17g', radix_tier_score(tiered, tiered.clock, hits, f[4]))
+      local restamp = clock and f[4] ~= clock -- only the fields that change are written
+      if s ~= f[1] then
+        if restamp then
+          redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits, F.node.stamp, clock)
+        else
+          redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits)
         end
+      elseif restamp then
+        redis.call('HSET', nkey, F.node.hits, hits, F.node.stamp, clock)
       else
-        redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits)
-        if leaf then
-          leaves[#leaves + 1] = s
-        end
+        redis.call('HSET', nkey, F.node.hits, hits)
       end
-      if leaf then
+      if f[3] == '0' or not f[3] then -- a leaf
+        leaves[#leaves + 1] = found or s
         leaves[#leaves + 1] = t[1]
       end
     end

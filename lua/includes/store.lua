@@ -66,22 +66,33 @@ end
 -- and its segment-table entry as stored (cjson), cached per script call: what a reader needs to
 -- decode the record itself (records.py).
 local store_segraw = {}
+local STORE_RECORD_REF = '[^,;]+,[^,;]+,([^,;]+),[^,;]+,[^,;]+'
+local function store_record_segment(tag, ref, out)
+  local ck = tag .. ref
+  local desc = store_segraw[ck]
+  if not desc then
+    desc = redis.call('HGET', K.segs(tag), ref)
+    if not desc then
+      error('store: shard ' .. tag .. ' has no segment ' .. ref)
+    end
+    store_segraw[ck] = desc
+  end
+  out[#out + 1] = ref
+  out[#out + 1] = desc
+end
 local function store_record_segments(tag, raw, out)
+  if not string.find(raw, ';', 1, true) then -- one replica, the common case: one match
+    local ref = string.match(raw, STORE_RECORD_REF)
+    if ref then
+      store_record_segment(tag, ref, out)
+    end
+    return
+  end
   local seen = {}
-  for ref in string.gmatch(raw, '[^,;]+,[^,;]+,([^,;]+),[^,;]+,[^,;]+') do
+  for ref in string.gmatch(raw, STORE_RECORD_REF) do
     if not seen[ref] then
       seen[ref] = true
-      local ck = tag .. ref
-      local desc = store_segraw[ck]
-      if not desc then
-        desc = redis.call('HGET', K.segs(tag), ref)
-        if not desc then
-          error('store: shard ' .. tag .. ' has no segment ' .. ref)
-        end
-        store_segraw[ck] = desc
-      end
-      out[#out + 1] = ref
-      out[#out + 1] = desc
+      store_record_segment(tag, ref, out)
     end
   end
 end
@@ -224,21 +235,46 @@ local function store_grant_fields(...)
   return f
 end
 
+-- Integer ms x as a decimal string ('%d': digits only, at any size, as radix_ms_max compares
+-- them), memoized per script call: now + ttl is formatted once per call, not once per shard.
+local store_ms_memo = {}
+local function store_ms(x)
+  local s = store_ms_memo[x]
+  if not s then
+    s = string.format('%d', x)
+    store_ms_memo[x] = s
+  end
+  return s
+end
+
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
--- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET; then the lease
--- index in one ZADD, and each radix node once with its newest lease and grant count
--- (radix_touch). keys: the hits (a key may repeat); fs: their HMGET replies of
--- store_grant_fields (l, sp, hp, rad, pfx first, pl last). Returns the leases, in keys order.
-local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
+-- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET of what changes
+-- (none when both already reach that far); then the lease index in one ZADD, and each radix
+-- node once with its newest lease and grant count (radix_touch). keys: the hits (a key may
+-- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first, pl last); okeys
+-- (optional): their object keys, as the caller's HMGET built them. Times
+-- stay decimal strings (radix_ms_max): no tonumber per key, and a lease goes back to Redis as
+-- read or as the one now + ttl string of the call. Returns the leases (strings), in keys order.
+local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
-  local floor, soft_floor = now + ttl, now + soft_ttl
+  if #keys == 0 then
+    return leases
+  end
+  local floor, soft_floor = store_ms(now + ttl), store_ms(now + soft_ttl)
   for i, key in ipairs(keys) do
     local g = fs[i]
-    local lease = math.max(tonumber(g[1]) or 0, floor)
-    if g[2] then
-      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease, F.obj.soft_pin_ms, math.max(tonumber(g[2]) or 0, soft_floor))
-    else
-      redis.call('HSET', K.obj(tag, key), F.obj.lease_ms, lease)
+    local lease = radix_ms_max(g[1], floor)
+    local sp = g[2] -- absent: no soft pin
+    local soft = sp and radix_ms_max(sp, soft_floor)
+    if lease ~= g[1] or soft ~= sp then
+      local okey = okeys and okeys[i] or K.obj(tag, key)
+      if lease == g[1] then
+        redis.call('HSET', okey, F.obj.soft_pin_ms, soft)
+      elseif soft ~= sp then
+        redis.call('HSET', okey, F.obj.lease_ms, lease, F.obj.soft_pin_ms, soft)
+      else
+        redis.call('HSET', okey, F.obj.lease_ms, lease)
+      end
     end
     if g[3] ~= '1' and g[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
       indexed[#indexed + 1] = lease
@@ -248,7 +284,7 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl)
       local pfx = store_prefix(key, g[5], g[#g])
       local t = touched[pfx]
       if t then
-        t[2], t[3] = math.max(t[2], lease), t[3] + 1
+        t[2], t[3] = radix_ms_max(t[2], lease), t[3] + 1
       else
         t = { pfx, lease, 1 }
         touched[pfx] = t
