@@ -67,6 +67,13 @@ class Context:
             self._shards[key] = shard
         return shard
 
+    def note_shards(self, pairs: Sequence[tuple[str, int]]) -> None:
+        """Records (key, shard) pairs a caller computed as :meth:`shard_of_key` does (the put's
+        checks), so the later steps of those keys find them in the memo."""
+        if len(self._shards) + len(pairs) > SHARD_MEMO_SIZE:
+            self._shards.clear()
+        self._shards.update(pairs)
+
     def shards_of_keys(self, keys: Sequence[str]) -> list[int]:
         """The shard of each key: one memo lookup per key, the hash only for keys not in it."""
         out: list[Any] = list(map(self._shards.get, keys))

@@ -24,7 +24,7 @@ from .models import (
     ReplicaDescriptor,
     ReplicateConfig,
 )
-from .prefix import check_key, check_str
+from .prefix import HASH_LEN, SCOPE, check_key, check_keys, check_str
 from .radix import RadixIndex
 from .records import U64_MAX
 from .types import replica_descriptor
@@ -163,10 +163,25 @@ class Puts:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
             )
+        limit = self.ctx.config.max_key_length
         if isinstance(config, (list, tuple)):
             if len(config) != len(keys):
                 raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
-            cfgs = [self._check_config(ReplicateConfig.coerce(c)) for c in config]
+            cfgs = list(config)
+            for j, c in enumerate(cfgs):  # _check_config's common case inline, per key
+                if type(c) is ReplicateConfig:
+                    n, par = c.replica_num, c.parent_block_hash
+                    if (
+                        type(n) is int
+                        and 0 < n <= 64
+                        and not c.preferred_segment
+                        and not c.preferred_segments
+                        and type(par) is str
+                        and len(par) <= limit
+                        and par.isascii()
+                    ):
+                        continue
+                cfgs[j] = self._check_config(ReplicateConfig.coerce(c))
         else:
             one = self._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
             cfgs = [one] * len(keys)
@@ -174,11 +189,42 @@ class Puts:
         items: list[PutItem] = []
         # Put ids: one random base per batch, then the key's index (unique, never '|').
         base = uuid.uuid4().hex[:24]
+        # The common case inline (an ASCII key of no tenant scope, one positive size, RFC
+        # Design 4 prefixes): _check_put's fast path without a call per key; the rest, and
+        # every refusal, through _check_put (which names the error).
+        plain = self.ctx.config.key_hash_pattern is None
+        shard_of = self.ctx.keys.shard_of
+        append = items.append
         for i, key in enumerate(keys):
+            lengths = slice_lengths[i]
+            cfg = cfgs[i]
+            if (
+                plain
+                and type(key) is str
+                and 0 < len(key) <= limit
+                and key.isascii()
+                and key[0] != SCOPE
+                and type(lengths) is list
+                and len(lengths) == 1
+            ):
+                size = lengths[0]
+                if type(size) is int and 0 < size <= U64_MAX:
+                    prefix = key[:HASH_LEN] if key.find("_") == HASH_LEN else key
+                    parent = cfg.parent_block_hash
+                    if parent != prefix:
+                        append(
+                            PutItem(
+                                i, key, size, prefix, shard_of(prefix), f"{base}{i:08x}", cfg,
+                                shard_of(parent) if parent else -1,
+                            )
+                        )  # fmt: skip
+                        continue
             try:
-                items.append(self._check_put(i, key, slice_lengths[i], cfgs[i], f"{base}{i:08x}"))
+                append(self._check_put(i, key, lengths, cfg, f"{base}{i:08x}"))
             except MooncakeError as exc:
                 results[i] = exc
+        # The later steps (put_end, exists, revoke) find these keys' shards in the memo.
+        self.ctx.note_shards([(p.key, p.shard) for p in items])
         return client, items, results
 
     async def put_start(
@@ -233,7 +279,9 @@ class Puts:
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
             self.allocator.reserve(puts),
-            self.radix.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
+            self.radix.link_parents(
+                [(p.cfg.parent_block_hash, p.prefix) for p in linked], [p.pshard for p in linked]
+            ),
         )
         rooted: set[str] = set()  # parents with no parent of their own when linked
         for p, (gen, stored, root) in zip(linked, links):
@@ -282,7 +330,19 @@ class Puts:
                     checked.add(p.index)
             pre_ix = {p.index for p in pre}
             todo = [p for p in todo if p.index in checked or p.index not in pre_ix]
-        replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
+        if radix:  # the common case: Commit built inline, no call per key
+            replies = await commit(
+                [
+                    Commit(
+                        p.shard, p.key, p.pid, p.size, bool(p.cfg.with_soft_pin),
+                        bool(p.cfg.with_hard_pin), p.reps, p.prefix, p.cfg.parent_block_hash,
+                        p.pshard if p.cfg.parent_block_hash else -1, p.gen, p.index in checked,
+                    )
+                    for p in todo
+                ]
+            )  # fmt: skip
+        else:
+            replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).
@@ -299,25 +359,41 @@ class Puts:
             resend = [j for j, bad in zip(again, cycles) if not bad]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
                 replies[j] = r
+        # The descriptors (_descriptor inline): u64 hex values parsed once per distinct value
+        # (a batch's sizes and segment bases repeat).
+        hexes: dict[str, int] = {}
         for p, reply in zip(todo, replies):
             if reply.code != 0:
                 results[p.index] = MooncakeError(reply.code, reply.message)
                 p.adopted = reply.adopted
                 failed.append(p)
                 continue
-            results[p.index] = [
-                _descriptor(r, rid, PROCESSING) for rid, r in zip(reply.replica_ids, p.reps)
-            ]
+            descs = []
+            for rid, rep in zip(reply.replica_ids, p.reps):
+                off = int(rep["off"], 16)
+                base, length = hexes.get(rep["base"]), hexes.get(rep["len"])
+                if base is None:
+                    base = hexes[rep["base"]] = int(rep["base"], 16)
+                if length is None:
+                    length = hexes[rep["len"]] = int(rep["len"], 16)
+                descs.append(
+                    replica_descriptor(
+                        rid, PROCESSING, rep["seg"], rep["name"], base + off, length, rep["proto"],
+                        rep["ep"], off,
+                    )
+                )  # fmt: skip
+            results[p.index] = descs
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
             (p.cfg.parent_block_hash, p.pshard, p.prefix, str(p.gen))
             for p in failed
             if p.gen and not p.adopted
         ]
-        await asyncio.gather(
-            self.allocator.free_reservations([p for p in failed if p.reps]),
-            self.radix.finish_unlinks([*conts, *undo]),
-        )
+        if failed or conts:
+            await asyncio.gather(
+                self.allocator.free_reservations([p for p in failed if p.reps]),
+                self.radix.finish_unlinks([*conts, *undo]),
+            )
         return failed
 
     @staticmethod
@@ -426,20 +502,12 @@ class Puts:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}"
             )
-        results: list[MooncakeError | None] = [None] * len(keys)
-        checked: list[str] = []
-        where: list[int] = []
-        for i, key in enumerate(keys):
-            try:
-                checked.append(check_key(key, self.ctx.config.max_key_length))
-            except MooncakeError as exc:
-                results[i] = exc
-                continue
-            where.append(i)
+        results, checked, where = check_keys(keys, self.ctx.config.max_key_length)
         if script == "put_end":
             replies = await lua.put_end(self.ctx, checked, client)
         else:
             replies = await self.finish_erase(await lua.put_revoke(self.ctx, checked, client))
         for i, r in zip(where, replies):
-            results[i] = r.error()
+            if r.code:
+                results[i] = r.error()
         return results
