@@ -167,19 +167,23 @@ class Allocator:
         pos = {s: i + 1 for i, s in enumerate(seg_ids)}
         r0, m = random.randrange(len(seg_ids)), len(seg_ids)
         none: list[int] = []  # no preferred segment (never changed)
+        new = tuple.__new__
         lens: dict[int, str] = {}  # size -> u64 hex, once per distinct size of the batch
         for start in range(0, len(puts), self.ctx.config.script_batch_size):
             part = puts[start : start + self.ctx.config.script_batch_size]
             asks = [
-                lua.ReserveAsk(
-                    p.key,
-                    p.pid,
-                    p.size,
-                    p.cfg.replica_num - len(p.reps),
-                    (r0 + start + n) % m,  # spread over the segments, one random draw
-                    [pos[s] for s in p.cfg.preferred() if s in pos]
-                    if p.cfg.preferred_segment or p.cfg.preferred_segments
-                    else none,
+                new(  # lua.ReserveAsk(...) without its Python __new__ (one per put)
+                    lua.ReserveAsk,
+                    (
+                        p.key,
+                        p.pid,
+                        p.size,
+                        p.cfg.replica_num - len(p.reps),
+                        (r0 + start + n) % m,  # spread over the segments, one random draw
+                        [pos[s] for s in p.cfg.preferred() if s in pos]
+                        if p.cfg.preferred_segment or p.cfg.preferred_segments
+                        else none,
+                    ),
                 )
                 for n, p in enumerate(part)
             ]

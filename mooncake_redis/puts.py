@@ -330,14 +330,15 @@ class Puts:
                     checked.add(p.index)
             pre_ix = {p.index for p in pre}
             todo = [p for p in todo if p.index in checked or p.index not in pre_ix]
-        if radix:  # the common case: Commit built inline, no call per key
+        if radix:  # the common case: each Commit built inline (tuple.__new__: no Python call)
+            new = tuple.__new__
             replies = await commit(
                 [
-                    Commit(
+                    new(Commit, (
                         p.shard, p.key, p.pid, p.size, bool(p.cfg.with_soft_pin),
                         bool(p.cfg.with_hard_pin), p.reps, p.prefix, p.cfg.parent_block_hash,
                         p.pshard if p.cfg.parent_block_hash else -1, p.gen, p.index in checked,
-                    )
+                    ))
                     for p in todo
                 ]
             )  # fmt: skip

@@ -181,9 +181,9 @@ class RadixIndex:
             shard_of = self.ctx.keys.shard_of
             shards = [shard_of(p) if p else -1 for p, _ in pairs]
         if all(p for p, _ in pairs):  # the put's case: every pair has a parent
-            return list(
-                await radix_link(self.ctx, [Link(p, c, s) for (p, c), s in zip(pairs, shards)])
-            )
+            new = tuple.__new__  # Link(...) without its Python __new__ (one per pair)
+            links = [new(Link, (p, c, s)) for (p, c), s in zip(pairs, shards)]
+            return list(await radix_link(self.ctx, links))
         out = [(0, False, False)] * len(pairs)
         todo = [(i, p, c, s) for i, ((p, c), s) in enumerate(zip(pairs, shards)) if p]
         if not todo:

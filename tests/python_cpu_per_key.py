@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable
 from typing import Any
 
@@ -137,8 +138,15 @@ async def main(tree: str) -> None:
                 break
             except redis.ConnectionError:
                 time.sleep(0.05)
+        if proc.poll() is not None:  # another server holds the port: not a fresh store
+            raise SystemExit(f"redis-server could not start on port {port}")
         url = f"redis://127.0.0.1:{port}"
-        cfg = Config(namespace="py", num_shards=64, enable_radix_tree=True, redis_url=url)
+        cfg = Config(
+            namespace="py" + uuid.uuid4().hex[:8],
+            num_shards=64,
+            enable_radix_tree=True,
+            redis_url=url,
+        )
         svc = await MasterService.from_url(url, cfg)
         await svc.mount_segment(Segment("s", "s", 1 << 40, 1 << 36), "c")
         rows: dict[str, float] = {}
@@ -212,9 +220,9 @@ if __name__ == "__main__":
     if GRIND and not os.environ.get("PYCPU_GRIND_DIR"):  # re-run under callgrind
         out = tempfile.mkdtemp()
         os.environ["PYCPU_GRIND_DIR"] = out
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--log-file={out}/vg.log",
                f"--callgrind-out-file={out}/cg.%p", sys.executable, *sys.argv]  # fmt: skip
-        code = subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode
+        code = subprocess.run(cmd).returncode
         shutil.rmtree(out, ignore_errors=True)
         sys.exit(code)
     asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "."))

@@ -85,7 +85,8 @@ async def radix_link(ctx: Context, links: Sequence[Link]) -> list[LinkReply]:
             for x in links
         ],
     )
-    return [LinkReply(int(g), bool(int(s)), bool(int(r))) for g, s, r in replies]
+    new = tuple.__new__  # LinkReply(...) without its Python __new__ (one per link)
+    return [new(LinkReply, (int(g), bool(int(s)), bool(int(r)))) for g, s, r in replies]
 
 
 async def radix_register(ctx: Context, items: Sequence[Register]) -> list[tuple[int, str]]:

@@ -73,6 +73,11 @@ async def segment_unmount_end(ctx: Context, segment_id: str) -> bool:
         await ctx.checkpoint("unmount:buckets")
 
 
+# A NamedTuple's own __new__ is Python code; tuple.__new__ builds the same instance in C (the
+# hot paths build one per key).
+_new = tuple.__new__
+
+
 class ReserveAsk(NamedTuple):
     """One put's request to ``alloc_reserve``."""
 
@@ -124,7 +129,7 @@ async def alloc_reserve(
     for got in per_item:
         if len(got) == 2:
             k = int(got[0]) - 1
-            grants.append([Grant(seg_ids[k], _s(got[1]), *details[k])])
+            grants.append([_new(Grant, (seg_ids[k], _s(got[1]), *details[k]))])
             continue
         row: list[Grant] = []
         for j in range(0, len(got), 2):
