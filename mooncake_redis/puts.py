@@ -421,6 +421,8 @@ class Puts:
                 and results[p.index].code == ErrorCode.OBJECT_ALREADY_EXISTS
             )
         }
+        if not bad:  # the common case: nothing to roll back (the walk below would find none)
+            return
         done = [p for p in puts if not isinstance(results[p.index], MooncakeError)]
         while True:
             undo = [
