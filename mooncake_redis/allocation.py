@@ -98,47 +98,13 @@ class Allocator:
         if seg_ids:
             anchors = [self.ctx.keys.segment_anchor(s) for s in seg_ids]
             groups = self.ctx.backend.group(anchors)
-            node_of_seg: dict[str, int] = {}
-            for gi, (_, idx) in enumerate(groups):
-                for j in idx:
-                    node_of_seg[seg_ids[j]] = gi
-            # Per put: its node order (preferred segments' nodes first, then a rotation from a
-            # random start: one random number per batch, the put's index added).
-            plans: list[list[int]] = []
-            ng = len(groups)
-            rotations = [[(r + k) % ng for k in range(ng)] for r in range(ng)]
-            r0 = random.randrange(ng)
-            for n, p in enumerate(puts):
-                rotation = rotations[(r0 + n) % ng]
-                preferred = p.cfg.preferred()
-                if not preferred:
-                    plans.append(rotation)
-                    continue
-                order: list[int] = []
-                for s in preferred:
-                    gi = node_of_seg.get(s, -1)
-                    if gi >= 0 and gi not in order:
-                        order.append(gi)
-                plans.append(order + [gi for gi in rotation if gi not in order])
-            step = 0
-            while True:
-                calls: dict[int, list[int]] = {}
-                for n, p in enumerate(puts):
-                    if len(p.reps) < p.cfg.replica_num and step < len(plans[n]):
-                        calls.setdefault(plans[n][step], []).append(n)
-                if not calls:
-                    break
-                await asyncio.gather(
-                    *(
-                        self._reserve_on(
-                            groups[gi][0],
-                            [seg_ids[j] for j in groups[gi][1]],
-                            [puts[n] for n in ns],
-                        )
-                        for gi, ns in calls.items()
-                    )
-                )
-                step += 1
+            if len(groups) == 1:  # one Redis node: one step, every put on its only node
+                need = [p for p in puts if len(p.reps) < p.cfg.replica_num]
+                if need:
+                    node, idx = groups[0]
+                    await self._reserve_on(node, [seg_ids[j] for j in idx], need)
+            else:
+                await self._reserve_nodes(puts, seg_ids, groups)
         # Maybe this worker's copy of the registry is stale (another worker mounted a segment
         # since, however recently this copy was read): read it again, and try once more if it
         # changed, so a fresh mount never looks like "no space" (which would also raise the
@@ -150,38 +116,98 @@ class Allocator:
         ):
             await self.reserve([p for p in puts if not p.reps], retried=True)
 
+    async def _reserve_nodes(
+        self, puts: Sequence[PutItem], seg_ids: list[str], groups: list[tuple[Any, list[int]]]
+    ) -> None:
+        """:meth:`reserve` over several Redis nodes: node by node in each put's order, one call
+        per node per step, nodes in parallel."""
+        node_of_seg: dict[str, int] = {}
+        for gi, (_, idx) in enumerate(groups):
+            for j in idx:
+                node_of_seg[seg_ids[j]] = gi
+        # Per put: its node order (preferred segments' nodes first, then a rotation from a
+        # random start: one random number per batch, the put's index added).
+        plans: list[list[int]] = []
+        ng = len(groups)
+        rotations = [[(r + k) % ng for k in range(ng)] for r in range(ng)]
+        r0 = random.randrange(ng)
+        for n, p in enumerate(puts):
+            rotation = rotations[(r0 + n) % ng]
+            preferred = p.cfg.preferred()
+            if not preferred:
+                plans.append(rotation)
+                continue
+            order: list[int] = []
+            for s in preferred:
+                gi = node_of_seg.get(s, -1)
+                if gi >= 0 and gi not in order:
+                    order.append(gi)
+            plans.append(order + [gi for gi in rotation if gi not in order])
+        step = 0
+        while True:
+            calls: dict[int, list[int]] = {}
+            for n, p in enumerate(puts):
+                if len(p.reps) < p.cfg.replica_num and step < len(plans[n]):
+                    calls.setdefault(plans[n][step], []).append(n)
+            if not calls:
+                break
+            await asyncio.gather(
+                *(
+                    self._reserve_on(
+                        groups[gi][0],
+                        [seg_ids[j] for j in groups[gi][1]],
+                        [puts[n] for n in ns],
+                    )
+                    for gi, ns in calls.items()
+                )
+            )
+            step += 1
+
     async def _reserve_on(self, node: Any, seg_ids: list[str], puts: list[PutItem]) -> None:
         pos = {s: i + 1 for i, s in enumerate(seg_ids)}
         r0, m = random.randrange(len(seg_ids)), len(seg_ids)
+        none: list[int] = []  # no preferred segment (never changed)
+        new = tuple.__new__
+        lens: dict[int, str] = {}  # size -> u64 hex, once per distinct size of the batch
         for start in range(0, len(puts), self.ctx.config.script_batch_size):
             part = puts[start : start + self.ctx.config.script_batch_size]
             asks = [
-                lua.ReserveAsk(
-                    key=p.key,
-                    put_id=p.pid,
-                    size=p.size,
-                    replicas=p.cfg.replica_num - len(p.reps),
-                    start=(r0 + start + n) % m,  # spread over the segments, one random draw
-                    preferred=[pos[s] for s in p.cfg.preferred() if s in pos],
+                new(  # lua.ReserveAsk(...) without its Python __new__ (one per put)
+                    lua.ReserveAsk,
+                    (
+                        p.key,
+                        p.pid,
+                        p.size,
+                        p.cfg.replica_num - len(p.reps),
+                        (r0 + start + n) % m,  # spread over the segments, one random draw
+                        [pos[s] for s in p.cfg.preferred() if s in pos]
+                        if p.cfg.preferred_segment or p.cfg.preferred_segments
+                        else none,
+                    ),
                 )
                 for n, p in enumerate(part)
             ]
             got = await lua.alloc_reserve(self.ctx, node, seg_ids, asks)
+            now, maxsize = got.now_ms, got.max_size
             for p, grants in zip(part, got.grants):
+                length = lens.get(p.size)
+                if length is None:
+                    length = lens[p.size] = u64hex(p.size)
                 for g in grants:
                     p.reps.append(
                         {  # u64 values as hex strings: cjson must never see them as numbers
                             "seg": g.segment_id,
                             "off": g.offset,
-                            "len": u64hex(p.size),
+                            "len": length,
                             "base": g.base,
                             "ep": g.te_endpoint,
                             "proto": g.protocol,
                             "name": g.name,
-                            "ms": got.now_ms,
+                            "ms": now,
                         }
                     )
-                p.maxsize = max(got.max_size, p.maxsize)
+                if maxsize > p.maxsize:
+                    p.maxsize = maxsize
 
     async def free_reservations(self, puts: Sequence[PutItem]) -> None:
         by_seg: dict[str, list[tuple[str, str]]] = {}

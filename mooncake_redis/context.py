@@ -16,7 +16,7 @@ from .backend import Backend
 from .config import Config
 from .eviction.metrics import EvictionMetrics
 from .keys import SHARD_MEMO_SIZE, KeySchema
-from .prefix import SCOPE, extract_prefix, split_scoped
+from .prefix import HASH_LEN, SCOPE, extract_prefix, split_scoped
 
 # A fault-injection hook: awaited at every named step boundary of a multi-tag operation.
 FaultHook = Callable[[str], Awaitable[None]]
@@ -36,6 +36,7 @@ class Context:
         self.hears_clients = True
         self._shards: dict[str, int] = {}
         self._anchors = [self.keys.anchor(i) for i in range(config.num_shards)]
+        self._decimal = [str(i) for i in range(config.num_shards)]  # ARGV shard indices
 
     def adopt(self, config: Config) -> None:
         """Takes another layout (shard count, radix setting) before any part has run."""
@@ -43,6 +44,7 @@ class Context:
         self.keys = KeySchema(config.namespace, config.num_shards)
         self._shards = {}
         self._anchors = [self.keys.anchor(i) for i in range(config.num_shards)]
+        self._decimal = [str(i) for i in range(config.num_shards)]  # ARGV shard indices
 
     async def checkpoint(self, step: str) -> None:
         """A step boundary of a multi-tag protocol; tests inject crashes here."""
@@ -67,11 +69,31 @@ class Context:
             self._shards[key] = shard
         return shard
 
+    def note_shards(self, pairs: Sequence[tuple[str, int]]) -> None:
+        """Records (key, shard) pairs a caller computed as :meth:`shard_of_key` does (the put's
+        checks), so the later steps of those keys find them in the memo."""
+        if len(self._shards) + len(pairs) > SHARD_MEMO_SIZE:
+            self._shards.clear()
+        self._shards.update(pairs)
+
     def shards_of_keys(self, keys: Sequence[str]) -> list[int]:
-        """The shard of each key: one memo lookup per key, the hash only for keys not in it."""
+        """The shard of each key: one memo lookup per key, the hash only for keys not in it
+        (those in one loop: a plain key's RFC Design 4 prefix inline, no call per key)."""
         out: list[Any] = list(map(self._shards.get, keys))
-        if None in out:
-            out = [self.shard_of_key(k) if s is None else s for k, s in zip(keys, out)]
+        if None not in out:
+            return out
+        plain = self.config.key_hash_pattern is None
+        shard_of = self.keys.shard_of
+        found: list[tuple[str, int]] = []
+        for j, (k, s) in enumerate(zip(keys, out)):
+            if s is None:
+                if plain and not k.startswith(SCOPE):
+                    s = shard_of(k[:HASH_LEN] if k.find("_") == HASH_LEN else k)
+                else:
+                    s = self.keys.shard_of(self.prefix_of(k))
+                out[j] = s
+                found.append((k, s))
+        self.note_shards(found)
         return out
 
     async def shard_totals(self, *fields: str) -> dict[str, int]:
@@ -96,12 +118,25 @@ class Context:
         """
         if not items:
             return []
+        # One pass: each group's item indices and its items' ARGV values together.
         by_shard: dict[int, list[int]] = {}
-        for i, (shard, _) in enumerate(items):
-            by_shard.setdefault(shard, []).append(i)
-        return await self._run_groups(
-            script, by_shard, lambda part: [v for i in part for v in items[i][1]], head
-        )
+        values: dict[int, list[Any]] = {}
+        get = by_shard.get
+        for i, (shard, vals) in enumerate(items):
+            group = get(shard)
+            if group is None:
+                by_shard[shard] = [i]
+                values[shard] = list(vals)
+            else:
+                group.append(i)
+                values[shard].extend(vals)
+
+        def flat(shard: int, part: list[int]) -> list[Any]:
+            if part is by_shard[shard]:  # a whole group (no chunking): its values as built
+                return values[shard]
+            return [v for i in part for v in items[i][1]]
+
+        return await self._run_groups(script, by_shard, flat, head)
 
     async def run_sharded_keys(
         self, script: str, keys: Sequence[str], head: Sequence[Any] = (), *extra: Any
@@ -110,33 +145,41 @@ class Context:
         values: the shards from the memo, the groups and ARGV built per batch, not per key."""
         if not keys:
             return []
+        # One pass: each group's item indices and its keys together.
         by_shard: dict[int, list[int]] = {}
+        grouped: dict[int, list[str]] = {}
         get = by_shard.get
-        for i, shard in enumerate(self.shards_of_keys(keys)):
+        for i, (key, shard) in enumerate(zip(keys, self.shards_of_keys(keys))):
             group = get(shard)
             if group is None:
                 by_shard[shard] = [i]
+                grouped[shard] = [key]
             else:
                 group.append(i)
-        if extra:
-            flat: Callable[[list[int]], list[Any]] = lambda part: [  # noqa: E731
-                v for i in part for v in (keys[i], *extra)
-            ]
-        else:
-            flat = lambda part: list(map(keys.__getitem__, part))  # noqa: E731
+                grouped[shard].append(key)
+
+        def flat(shard: int, part: list[int]) -> list[Any]:
+            if not extra:
+                if part is by_shard[shard]:  # a whole group (no chunking): its keys as built
+                    return grouped[shard]
+                return list(map(keys.__getitem__, part))
+            return [v for i in part for v in (keys[i], *extra)]
+
         return _in_order(len(keys), await self._run_groups(script, by_shard, flat, head))
 
     async def _run_groups(
         self,
         script: str,
         by_shard: dict[int, list[int]],
-        flat: Callable[[list[int]], list[Any]],
+        flat: Callable[[int, list[int]], list[Any]],
         head: Sequence[Any],
     ) -> list[tuple[list[int], Any]]:
         """:meth:`run_sharded` once the items are grouped: shard -> item indices, and ``flat``
-        giving the ARGV values of a group's items."""
+        giving the ARGV values of a shard's items (the whole group, or a chunk of it)."""
         shards = list(by_shard)
         anchors = [self._anchors[s] for s in shards]
+        # A shard index goes as the decimal string Redis receives anyway (a str packs cheaper).
+        names = [self._decimal[s] for s in shards]
         limit = self.config.script_batch_size
         n_items = sum(map(len, by_shard.values()))
 
@@ -163,8 +206,8 @@ class Context:
                 for j in idx:
                     members = by_shard[shards[j]]
                     keys.append(anchors[j])
-                    argv += (anchors[j], shards[j], len(members))
-                    argv += flat(members)
+                    argv += (anchors[j], names[j], len(members))
+                    argv += flat(shards[j], members)
                     covered += members
             else:
                 for j in idx:
@@ -175,8 +218,8 @@ class Context:
                         if covered and len(covered) + len(part) > limit:
                             await flush()
                         keys.append(anchors[j])
-                        argv.extend((anchors[j], shard, len(part)))
-                        argv.extend(flat(part))
+                        argv.extend((anchors[j], names[j], len(part)))
+                        argv.extend(flat(shard, part))
                         covered.extend(part)
             await flush()
             return out

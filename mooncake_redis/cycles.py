@@ -21,6 +21,7 @@ from .lua_calls.radix import radix_chain
 CHECK_CYCLE = 1  # a child-side step's "check the parent chain first" (not a Mooncake code)
 CHAIN_STEP = 1000  # parent pointers one radix_chain call reads at most
 MAX_CHAIN = 100_000  # a longer chain is refused, as if it closed a cycle
+FAST_STEPS = 64  # steps of a root walk before it is redone with a visited set
 
 
 class ParentChains:
@@ -42,6 +43,28 @@ class ParentChains:
 
     async def root(self, h: str) -> str | None:
         """The root of h's tree; None when h's chain is an old cycle or too long."""
+        # The common walk (a few steps, the batch's path compression keeps it short) needs no
+        # visited set: a walk of more than FAST_STEPS steps is redone by _checked_root.
+        up = self.up
+        path: list[str] = []
+        cur = h
+        while True:
+            nxt = up.get(cur)
+            if nxt is None:
+                await self._load(cur)
+                nxt = up[cur]
+            if not nxt:
+                break
+            path.append(cur)
+            cur = nxt
+            if len(path) > FAST_STEPS:
+                return await self._checked_root(h)
+        for x in path:  # compress: every node on the path points at the root
+            up[x] = cur
+        return cur
+
+    async def _checked_root(self, h: str) -> str | None:
+        """:meth:`root` with a visited set: None for an old cycle or a chain over MAX_CHAIN."""
         path: list[str] = []
         seen: set[str] = set()
         cur = h
@@ -62,9 +85,11 @@ class ParentChains:
 
     async def closes_cycle(self, child: str, parent: str) -> bool:
         """Whether child, a root with children, would become its own ancestor under parent."""
-        if child not in self.up:
+        above = self.up.get(child)
+        if above is None:
             await self._load(child)
-        if self.up[child]:
+            above = self.up[child]
+        if above:
             return False  # the batch gave it a parent already: the step itself decides
         top = await self.root(parent)
         return top is None or top == child

@@ -30,7 +30,7 @@ from .errors import ErrorCode, MooncakeError
 from .models import (
     GetReplicaListResponse,
 )
-from .prefix import check_key, check_str
+from .prefix import check_keys, check_str
 from .puts import Puts
 from .scan import shard_ids
 
@@ -76,31 +76,8 @@ class Objects:
 
     # ------------------------------------------------------------------ reads
     def _checked_keys(self, keys: Sequence[str]) -> tuple[list[Any], list[str], list[int]]:
-        """(a result slot per key holding its input error, the valid keys, their indices). A
-        batch of valid keys is checked as a whole (lengths, then UTF-8 once over the joined
-        keys: a lone surrogate stays one in the join); any other goes key by key for its errors."""
-        results: list[Any] = [None] * len(keys)
-        limit = self.ctx.config.max_key_length
-        # Builtins over the whole batch (map, min, max), not a Python test per key.
-        if keys and set(map(type, keys)) == {str}:
-            lengths = list(map(len, keys))
-            if min(lengths) > 0 and max(lengths) <= limit:
-                try:
-                    "".join(keys).encode("utf-8")
-                    return results, list(keys), list(range(len(keys)))
-                except UnicodeEncodeError:
-                    pass
-        items: list[str] = []
-        where: list[int] = []
-        for i, key in enumerate(keys):
-            try:
-                k = check_key(key, self.ctx.config.max_key_length)
-            except MooncakeError as exc:
-                results[i] = exc
-                continue
-            items.append(k)
-            where.append(i)
-        return results, items, where
+        """(a result slot per key holding its input error, the valid keys, their indices)."""
+        return check_keys(keys, self.ctx.config.max_key_length)
 
     async def get_replica_list(self, key: str) -> GetReplicaListResponse:
         [res] = await self.batch_get_replica_list([key])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from .errors import ErrorCode, MooncakeError
 
@@ -73,3 +75,34 @@ def check_str(field: str, value: object, max_len: int, *, allow_empty: bool = Fa
 
 def check_key(value: object, max_len: int, field: str = "key") -> str:
     return check_str(field, value, max_len)
+
+
+def check_keys(keys: Sequence[object], max_len: int) -> tuple[list[Any], list[str], list[int]]:
+    """:func:`check_key` over a batch: (a result slot per key holding its input error, the valid
+    keys, their indices). A batch of valid keys is checked as a whole (builtins over the batch:
+    lengths, then UTF-8 once over the joined keys, a lone surrogate staying one in the join);
+    any other goes key by key for its errors."""
+    results: list[Any] = [None] * len(keys)
+    if keys and set(map(type, keys)) == {str}:
+        strs: Sequence[str] = keys  # type: ignore[assignment]
+        lengths = list(map(len, strs))
+        if min(lengths) > 0 and max(lengths) <= max_len:
+            joined = "".join(strs)
+            if joined.isascii():
+                return results, list(strs), list(range(len(strs)))
+            try:
+                joined.encode("utf-8")
+                return results, list(strs), list(range(len(strs)))
+            except UnicodeEncodeError:
+                pass
+    items: list[str] = []
+    where: list[int] = []
+    for i, key in enumerate(keys):
+        try:
+            k = check_key(key, max_len)
+        except MooncakeError as exc:
+            results[i] = exc
+            continue
+        items.append(k)
+        where.append(i)
+    return results, items, where

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,14 +21,11 @@ from .lua_calls.store import Erased, Result
 from .models import (
     PROCESSING,
     ReplicaDescriptor,
-    ReplicateConfig,
 )
-from .prefix import check_key, check_str
+from .prefix import check_keys, check_str
+from .put_checks import ConfigArg, PutChecks
 from .radix import RadixIndex
-from .records import U64_MAX
 from .types import replica_descriptor
-
-ConfigArg = ReplicateConfig | Mapping[str, Any] | None
 
 
 def _descriptor(rep: Mapping[str, Any], replica_id: int, status: str) -> ReplicaDescriptor:
@@ -68,6 +64,7 @@ class Puts:
         self.ctx = ctx
         self.radix = radix
         self.allocator = allocator
+        self.checks = PutChecks(ctx)
 
     # ------------------------------------------------------------------ erase plumbing
     async def finish_erase(self, erased: Erased) -> list[Result]:
@@ -79,76 +76,6 @@ class Puts:
         return erased.results
 
     # ------------------------------------------------------------------ put
-    def _check_put(self, i: int, key: Any, lengths: Any, cfg: ReplicateConfig, pid: str) -> PutItem:
-        # The common case first (an ASCII key, one positive size): the same checks, fewer calls;
-        # anything else (or a refusal) takes the full path below, which names the error.
-        if (
-            type(key) is str
-            and 0 < len(key) <= self.ctx.config.max_key_length
-            and key.isascii()
-            and type(lengths) is list
-            and len(lengths) == 1
-            and type(lengths[0]) is int
-            and 0 < lengths[0] <= U64_MAX
-        ):
-            prefix = self.ctx.prefix_of(key)
-            parent = cfg.parent_block_hash
-            if parent != prefix:
-                shard_of = self.ctx.keys.shard_of
-                pshard = shard_of(parent) if parent else -1
-                return PutItem(i, key, lengths[0], prefix, shard_of(prefix), pid, cfg, pshard)
-        k = check_key(key, self.ctx.config.max_key_length)
-        if isinstance(lengths, int) and not isinstance(lengths, bool):
-            lengths = [lengths]
-        if not isinstance(lengths, (list, tuple)) or not lengths:
-            raise MooncakeError(ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: a non-empty list")
-        for n in lengths:
-            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-                raise MooncakeError(
-                    ErrorCode.INVALID_PARAMS,
-                    f"slice_lengths[{i}]: sizes must be positive, got {n!r}",
-                )
-        if sum(lengths) > U64_MAX:
-            raise MooncakeError(
-                ErrorCode.INVALID_PARAMS, f"slice_lengths[{i}]: the sum exceeds 2^64 - 1 bytes"
-            )
-        prefix = self.ctx.prefix_of(k)
-        if cfg.parent_block_hash == prefix:
-            raise MooncakeError(
-                ErrorCode.INVALID_PARAMS, f"parent_block_hash: {prefix} is the key's own prefix"
-            )
-        shard_of = self.ctx.keys.shard_of
-        parent = cfg.parent_block_hash
-        pshard = shard_of(parent) if parent else -1
-        return PutItem(i, k, sum(lengths), prefix, shard_of(prefix), pid, cfg, pshard)
-
-    def _check_config(self, cfg: ReplicateConfig) -> ReplicateConfig:
-        n = cfg.replica_num
-        p = cfg.parent_block_hash
-        if (  # the common case: no preferred segment, an ASCII parent (or none)
-            type(n) is int
-            and 0 < n <= 64
-            and not cfg.preferred_segment
-            and not cfg.preferred_segments
-            and type(p) is str
-            and len(p) <= self.ctx.config.max_key_length
-            and p.isascii()
-        ):
-            return cfg
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 64:
-            raise MooncakeError(
-                ErrorCode.INVALID_PARAMS, f"replica_num: must be in 1..64, got {n!r}"
-            )
-        for s in cfg.preferred():
-            check_str("preferred_segments", s, 256)
-        check_str(
-            "parent_block_hash",
-            cfg.parent_block_hash,
-            self.ctx.config.max_key_length,
-            allow_empty=True,
-        )
-        return cfg
-
     def check_batch(
         self,
         client_id: str,
@@ -156,30 +83,8 @@ class Puts:
         slice_lengths: Sequence[Sequence[int] | int],
         config: ConfigArg | Sequence[ConfigArg],
     ) -> tuple[str, list[PutItem], list[list[ReplicaDescriptor] | MooncakeError | None]]:
-        """The input checks of a batch put (and upsert): the client id, the items that passed,
-        and one result slot per key (a refused key's error already in it)."""
-        client = check_str("client_id", client_id, self.ctx.config.max_key_length)
-        if not isinstance(keys, (list, tuple)) or len(keys) != len(slice_lengths):
-            raise MooncakeError(
-                ErrorCode.INVALID_PARAMS, "keys, slice_lengths: lists of the same length"
-            )
-        if isinstance(config, (list, tuple)):
-            if len(config) != len(keys):
-                raise MooncakeError(ErrorCode.INVALID_PARAMS, "config: one per key")
-            cfgs = [self._check_config(ReplicateConfig.coerce(c)) for c in config]
-        else:
-            one = self._check_config(ReplicateConfig.coerce(config))  # type: ignore[arg-type]
-            cfgs = [one] * len(keys)
-        results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
-        items: list[PutItem] = []
-        # Put ids: one random base per batch, then the key's index (unique, never '|').
-        base = uuid.uuid4().hex[:24]
-        for i, key in enumerate(keys):
-            try:
-                items.append(self._check_put(i, key, slice_lengths[i], cfgs[i], f"{base}{i:08x}"))
-            except MooncakeError as exc:
-                results[i] = exc
-        return client, items, results
+        """The input checks of a batch put (and upsert): :meth:`PutChecks.check_batch`."""
+        return self.checks.check_batch(client_id, keys, slice_lengths, config)
 
     async def put_start(
         self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
@@ -233,7 +138,9 @@ class Puts:
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
             self.allocator.reserve(puts),
-            self.radix.link_parents([(p.cfg.parent_block_hash, p.prefix) for p in linked]),
+            self.radix.link_parents(
+                [(p.cfg.parent_block_hash, p.prefix) for p in linked], [p.pshard for p in linked]
+            ),
         )
         rooted: set[str] = set()  # parents with no parent of their own when linked
         for p, (gen, stored, root) in zip(linked, links):
@@ -282,7 +189,20 @@ class Puts:
                     checked.add(p.index)
             pre_ix = {p.index for p in pre}
             todo = [p for p in todo if p.index in checked or p.index not in pre_ix]
-        replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
+        if radix:  # the common case: each Commit built inline (tuple.__new__: no Python call)
+            new = tuple.__new__
+            replies = await commit(
+                [
+                    new(Commit, (
+                        p.shard, p.key, p.pid, p.size, bool(p.cfg.with_soft_pin),
+                        bool(p.cfg.with_hard_pin), p.reps, p.prefix, p.cfg.parent_block_hash,
+                        p.pshard if p.cfg.parent_block_hash else -1, p.gen, p.index in checked,
+                    ))
+                    for p in todo
+                ]
+            )  # fmt: skip
+        else:
+            replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).
@@ -299,25 +219,41 @@ class Puts:
             resend = [j for j, bad in zip(again, cycles) if not bad]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
                 replies[j] = r
+        # The descriptors (_descriptor inline): u64 hex values parsed once per distinct value
+        # (a batch's sizes and segment bases repeat).
+        hexes: dict[str, int] = {}
         for p, reply in zip(todo, replies):
             if reply.code != 0:
                 results[p.index] = MooncakeError(reply.code, reply.message)
                 p.adopted = reply.adopted
                 failed.append(p)
                 continue
-            results[p.index] = [
-                _descriptor(r, rid, PROCESSING) for rid, r in zip(reply.replica_ids, p.reps)
-            ]
+            descs = []
+            for rid, rep in zip(reply.replica_ids, p.reps):
+                off = int(rep["off"], 16)
+                base, length = hexes.get(rep["base"]), hexes.get(rep["len"])
+                if base is None:
+                    base = hexes[rep["base"]] = int(rep["base"], 16)
+                if length is None:
+                    length = hexes[rep["len"]] = int(rep["len"], 16)
+                descs.append(
+                    replica_descriptor(
+                        rid, PROCESSING, rep["seg"], rep["name"], base + off, length, rep["proto"],
+                        rep["ep"], off,
+                    )
+                )  # fmt: skip
+            results[p.index] = descs
         # Failed items: free their buffers, drop the parent edges made for them.
         undo = [
             (p.cfg.parent_block_hash, p.pshard, p.prefix, str(p.gen))
             for p in failed
             if p.gen and not p.adopted
         ]
-        await asyncio.gather(
-            self.allocator.free_reservations([p for p in failed if p.reps]),
-            self.radix.finish_unlinks([*conts, *undo]),
-        )
+        if failed or conts:
+            await asyncio.gather(
+                self.allocator.free_reservations([p for p in failed if p.reps]),
+                self.radix.finish_unlinks([*conts, *undo]),
+            )
         return failed
 
     @staticmethod
@@ -344,6 +280,8 @@ class Puts:
                 and results[p.index].code == ErrorCode.OBJECT_ALREADY_EXISTS
             )
         }
+        if not bad:  # the common case: nothing to roll back (the walk below would find none)
+            return
         done = [p for p in puts if not isinstance(results[p.index], MooncakeError)]
         while True:
             undo = [
@@ -426,20 +364,12 @@ class Puts:
             raise MooncakeError(
                 ErrorCode.INVALID_PARAMS, f"replica_type: only MEMORY, got {replica_type!r}"
             )
-        results: list[MooncakeError | None] = [None] * len(keys)
-        checked: list[str] = []
-        where: list[int] = []
-        for i, key in enumerate(keys):
-            try:
-                checked.append(check_key(key, self.ctx.config.max_key_length))
-            except MooncakeError as exc:
-                results[i] = exc
-                continue
-            where.append(i)
+        results, checked, where = check_keys(keys, self.ctx.config.max_key_length)
         if script == "put_end":
             replies = await lua.put_end(self.ctx, checked, client)
         else:
             replies = await self.finish_erase(await lua.put_revoke(self.ctx, checked, client))
         for i, r in zip(where, replies):
-            results[i] = r.error()
+            if r.code:
+                results[i] = r.error()
         return results

@@ -168,16 +168,28 @@ class RadixIndex:
             await self.finish_unlinks(undo)
         return results
 
-    async def link_parents(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, bool, bool]]:
+    async def link_parents(
+        self, pairs: Sequence[tuple[str, str]], shards: Sequence[int] | None = None
+    ) -> list[tuple[int, bool, bool]]:
         """Parent-side step for (parent, child) pairs: (link generation, whether the parent's
         block was completely stored at that moment, whether the parent has no parent of its own
-        yet); (0, False, False) for pairs without a parent."""
+        yet); (0, False, False) for pairs without a parent. ``shards``: the parents' shards
+        when the caller has them (the put's checks), else computed here."""
+        if not pairs:
+            return []
+        if shards is None:
+            shard_of = self.ctx.keys.shard_of
+            shards = [shard_of(p) if p else -1 for p, _ in pairs]
+        if all(p for p, _ in pairs):  # the put's case: every pair has a parent
+            new = tuple.__new__  # Link(...) without its Python __new__ (one per pair)
+            links = [new(Link, (p, c, s)) for (p, c), s in zip(pairs, shards)]
+            return list(await radix_link(self.ctx, links))
         out = [(0, False, False)] * len(pairs)
-        todo = [(i, p, c) for i, (p, c) in enumerate(pairs) if p]
+        todo = [(i, p, c, s) for i, ((p, c), s) in enumerate(zip(pairs, shards)) if p]
         if not todo:
             return out
-        replies = await radix_link(self.ctx, [Link(p, c) for _, p, c in todo])
-        for (i, _, _), reply in zip(todo, replies):
+        replies = await radix_link(self.ctx, [Link(p, c, s) for _, p, c, s in todo])
+        for (i, _, _, _), reply in zip(todo, replies):
             out[i] = (reply.generation, reply.parent_stored, reply.parent_rooted)
         return out
 

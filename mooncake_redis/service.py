@@ -37,7 +37,8 @@ from .keys import KeySchema
 from .models import GetReplicaListResponse, PingResponse, ReplicaDescriptor, Segment, SegmentStats
 from .namespace import Namespace
 from .objects import Objects
-from .puts import ConfigArg, Puts
+from .put_checks import ConfigArg
+from .puts import Puts
 from .radix import RadixIndex
 from .segments import Segments, Usage
 from .tenants import TenantScope

@@ -27,7 +27,8 @@ from .config import Config
 from .errors import ErrorCode, MooncakeError
 from .objects import Objects, compile_pattern, search
 from .prefix import SCOPE, split_scoped
-from .puts import ConfigArg, Puts
+from .put_checks import ConfigArg
+from .puts import Puts
 from .types import GetReplicaListResponse, ReplicaDescriptor, ReplicateConfig
 from .upserts import Upserts
 

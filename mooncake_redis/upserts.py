@@ -30,7 +30,8 @@ from .context import Context
 from .errors import ErrorCode, MooncakeError
 from .lua_calls.upserts import UpsertCommit, UpsertReply
 from .models import PROCESSING, ReplicaDescriptor
-from .puts import ConfigArg, Puts, _descriptor, no_space_error
+from .put_checks import ConfigArg
+from .puts import Puts, _descriptor, no_space_error
 
 ROUNDS = 3  # an absent key that a concurrent put created meanwhile is upserted again
 StartResult = list[ReplicaDescriptor] | MooncakeError

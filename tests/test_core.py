@@ -139,3 +139,19 @@ def test_loader_rejects_cycles_and_missing_dedupes_repeats(tmp_path: Path) -> No
         parse("s.lua", "-- KEYS ARGV Returns\nreturn 1\n", inc)
     ok = parse("s.lua", HDR + "--!include c.lua\nreturn c\n", inc)
     assert "local c = 1" in ok.body and ok.flags == ("allow-oom",)
+
+
+@pytest.mark.parametrize("pattern", [None, r"^p:([0-9a-f]{64})"])
+def test_batch_shards_match_the_per_key_shard(pattern: str | None) -> None:
+    """Context.shards_of_keys (the batch path: plain prefixes inline, misses hashed in one
+    loop) gives every key the shard shard_of_key (prefix_of, then the hash) gives it."""
+    from mooncake_redis.context import Context
+
+    blk = h("s")
+    keys = [blk, f"{blk}_0_k", f"{blk}x", "short", f"\0t1\0{blk}_1_v", "\0bad", f"p:{blk}_2",
+            "_" * 64 + "_tail", f"{h('t')}_{blk}"]  # fmt: skip
+    cfg = Config(num_shards=64, key_hash_pattern=pattern)
+    batch, single = Context(None, cfg), Context(None, cfg)  # type: ignore[arg-type]
+    expected = [single.shard_of_key(k) for k in keys]
+    assert batch.shards_of_keys(keys) == expected
+    assert batch.shards_of_keys(keys) == expected  # now from the memo

@@ -9,6 +9,8 @@ from ..context import Context, ShardItem
 from ..records import _s
 from .radix import RawContinuation
 
+_DEC = [str(i) for i in range(65)]  # replica counts (replica_num is at most 64)
+
 
 class Commit(NamedTuple):
     """One put's commit in its object shard (``put_start``)."""
@@ -66,30 +68,38 @@ async def put_start(
     ]
     # The call's segment table (each distinct segment once, in the head); a replica names its
     # segment by its 1-based index there: no JSON per replica for the script to decode.
-    seg_index: dict[tuple[str, str, str, str, str], int] = {}
+    # Flags, counts and indices go as the decimal strings Redis receives anyway (the same
+    # bytes on the wire; a str packs cheaper than an int).
+    seg_index: dict[tuple[str, str, str, str, str], str] = {}
     items: list[ShardItem] = []
     for x in commits:
+        reps = x.replicas
         argv: list[Any] = [
-            x.key, x.put_id, str(x.size), 1 if x.soft_pin else 0, 1 if x.hard_pin else 0,
-            len(x.replicas),
+            x.key, x.put_id, str(x.size), "1" if x.soft_pin else "0", "1" if x.hard_pin else "0",
+            _DEC[len(reps)] if len(reps) < 65 else str(len(reps)),
         ]  # fmt: skip
-        for r in x.replicas:
+        for r in reps:
             desc = (r["seg"], r["base"], r["ep"], r["proto"], r["name"])
             si = seg_index.get(desc)
             if si is None:
-                si = seg_index[desc] = len(seg_index) + 1
+                si = seg_index[desc] = str(len(seg_index) + 1)
             argv += (si, r["off"], r["len"], r["ms"])
-        argv += (x.prefix, x.parent, x.parent_shard, x.generation, 1 if x.checked else 0)
+        argv += (x.prefix, x.parent, x.parent_shard, x.generation, "1" if x.checked else "0")
         items.append((x.shard, argv))
     head.append(len(seg_index))
     for desc in seg_index:
         head.extend(desc)
     replies: list[Committed] = [Committed(0, "", [], False)] * len(items)
     conts: list[RawContinuation] = []
+    new = tuple.__new__  # Committed(...) without its Python __new__ (one per item)
     for idx, (rs, cs) in await ctx.run_sharded("put_start", items, head):
         for i, (code, msg, ids, adopted) in zip(idx, rs):
-            # int() reads the ids' bytes as they come (decimal digits).
-            replies[i] = Committed(int(code), _s(msg), [int(x) for x in ids], bool(int(adopted)))
+            # int() reads the ids' bytes as they come (decimal digits); a success's message
+            # is empty (no decode).
+            replies[i] = new(
+                Committed,
+                (int(code), _s(msg) if msg else "", [int(x) for x in ids], bool(int(adopted))),
+            )
         conts.extend(cs)
     return replies, conts
 

@@ -20,6 +20,7 @@ class Link(NamedTuple):
 
     parent: str
     child: str
+    parent_shard: int = -1  # -1: computed from parent
 
 
 class LinkReply(NamedTuple):
@@ -76,9 +77,16 @@ async def radix_link(ctx: Context, links: Sequence[Link]) -> list[LinkReply]:
     shard_of = ctx.keys.shard_of
     replies = await ctx.run_sharded_items(
         "radix_link",
-        [(shard_of(x.parent), [x.parent, x.child, node_child_field(x.child)]) for x in links],
+        [
+            (
+                x.parent_shard if x.parent_shard >= 0 else shard_of(x.parent),
+                (x.parent, x.child, node_child_field(x.child)),
+            )
+            for x in links
+        ],
     )
-    return [LinkReply(int(g), bool(int(s)), bool(int(r))) for g, s, r in replies]
+    new = tuple.__new__  # LinkReply(...) without its Python __new__ (one per link)
+    return [new(LinkReply, (int(g), bool(int(s)), bool(int(r)))) for g, s, r in replies]
 
 
 async def radix_register(ctx: Context, items: Sequence[Register]) -> list[tuple[int, str]]:

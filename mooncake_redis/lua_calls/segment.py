@@ -73,6 +73,11 @@ async def segment_unmount_end(ctx: Context, segment_id: str) -> bool:
         await ctx.checkpoint("unmount:buckets")
 
 
+# A NamedTuple's own __new__ is Python code; tuple.__new__ builds the same instance in C (the
+# hot paths build one per key).
+_new = tuple.__new__
+
+
 class ReserveAsk(NamedTuple):
     """One put's request to ``alloc_reserve``."""
 
@@ -105,24 +110,27 @@ async def alloc_reserve(
     """``alloc_reserve`` over candidate segments that one Redis node serves."""
     anchors = [ctx.keys.segment_anchor(s) for s in seg_ids]
     argv: list[Any] = [len(anchors), *anchors, len(asks)]
+    sizes: dict[int, str] = {}  # u64 hex per distinct size
     for a in asks:
-        argv.extend(
-            (
-                alloc_owner(a.key),
-                a.put_id,
-                u64hex(a.size),
-                a.replicas,
-                a.start,
-                len(a.preferred),
-                *a.preferred,
-            )
-        )
+        size = sizes.get(a.size)
+        if size is None:
+            size = sizes[a.size] = u64hex(a.size)
+        if a.preferred:
+            argv.extend((alloc_owner(a.key), a.put_id, size, a.replicas, a.start, len(a.preferred)))
+            argv.extend(a.preferred)
+        else:
+            argv.extend((alloc_owner(a.key), a.put_id, size, a.replicas, a.start, 0))
     declared = anchors[:1] if ctx.backend.cluster else anchors
     now, per_item, maxsize, segs = await ctx.backend.call("alloc_reserve", declared, argv, node)
-    # A grant is only ever on a mounted candidate, whose details are there.
+    # A grant is only ever on a mounted candidate, whose details are there. The common reply
+    # (one grant of an item) is read without a loop.
     details = [(_s(d[0]), _s(d[1]), _s(d[2]), _s(d[3])) if d else ("", "", "", "") for d in segs]
     grants: list[list[Grant]] = []
     for got in per_item:
+        if len(got) == 2:
+            k = int(got[0]) - 1
+            grants.append([_new(Grant, (seg_ids[k], _s(got[1]), *details[k]))])
+            continue
         row: list[Grant] = []
         for j in range(0, len(got), 2):
             k = int(got[j]) - 1

@@ -137,10 +137,15 @@ async def objects_complete(ctx: Context) -> dict[str, str]:
     return out
 
 
+OK = Result(0, "")
+
+
 async def put_end(ctx: Context, keys: Sequence[str], client_id: str) -> list[Result]:
-    """``put_end``: each key's PROCESSING replicas become COMPLETE."""
-    replies = await ctx.run_sharded_items("put_end", _key_items(ctx, keys, client_id))
-    return [Result(int(code), _s(msg)) for code, msg in replies]
+    """``put_end``: each key's PROCESSING replicas become COMPLETE (ARGV per key: key, client
+    id; the groups built per batch by ``run_sharded_keys``)."""
+    replies = await ctx.run_sharded_keys("put_end", keys, (), client_id)
+    # Integer replies arrive as ints: a success is {0, ''} (one shared Result).
+    return [OK if code == 0 else Result(int(code), _s(msg)) for code, msg in replies]
 
 
 async def _erase(
