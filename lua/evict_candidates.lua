@@ -41,9 +41,10 @@ for _, g in ipairs(evict_groups(2)) do
       end
       if evict_after_cursor(s, h, csn, cm) then
         scanned = scanned + 1
-        local st, b, o, soft = evict_leaf_state(tag, h, now)
+        local node = evict_node(tag, h)
+        local st, b, o, soft = evict_leaf_state(tag, h, now, false, node)
         if st == 'ok' then
-          table.insert(rows, evict_leaf_row(tag, h, b, o, soft))
+          table.insert(rows, evict_leaf_row(tag, h, b, o, soft, node, chunk[i + 1]))
         elseif sk[st] then
           sk[st] = sk[st] + 1
         end
