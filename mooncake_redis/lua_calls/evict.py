@@ -106,10 +106,12 @@ async def evict_fence(ctx: Context, epoch: int) -> None:
     await ctx.run_sharded("evict_fence", _all_shards(ctx), [epoch])
 
 
-async def evict_publish(ctx: Context, fence: Fence, turnover: int, evicted: int) -> bool:
+async def evict_publish(ctx: Context, fence: Fence, turnover: int | None, evicted: int) -> bool:
     """``evict_publish``: the tiered policy's turnover and logical clock after a pass; False
-    when fenced."""
-    replies = await ctx.run_sharded("evict_publish", _all_shards(ctx), [*fence, turnover, evicted])
+    when fenced. ``turnover`` None: the script sums the nodes counters itself, which only a
+    caller whose shards all go in one call may ask (standalone, shards <= script_batch_size)."""
+    head = [*fence, "" if turnover is None else turnover, evicted]
+    replies = await ctx.run_sharded("evict_publish", _all_shards(ctx), head)
     return all(int(r) == 1 for _, r in replies)
 
 
@@ -147,6 +149,23 @@ async def evict_counts(ctx: Context) -> dict[int, int]:
         for i, (objects, _expired) in zip(idx, groups):
             out[items[i][0]] = int(objects)
     return out
+
+
+class Pending(NamedTuple):
+    """What ``evict_pending`` counted over every shard."""
+
+    unlinks: int  # journaled unlink steps not yet run
+    outbox: int  # frees waiting in the outboxes
+    orphans: int  # orphan roots
+
+
+async def evict_pending(ctx: Context) -> Pending:
+    """``evict_pending``: the unlink journal, outbox and orphan index sizes over every shard."""
+    unlinks = outbox = orphans = 0
+    for _idx, reply in await ctx.run_sharded("evict_pending", _all_shards(ctx)):
+        for u, o, r in reply:
+            unlinks, outbox, orphans = unlinks + int(u), outbox + int(o), orphans + int(r)
+    return Pending(unlinks, outbox, orphans)
 
 
 async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, str]]:
