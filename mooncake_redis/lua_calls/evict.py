@@ -69,6 +69,9 @@ class Window(NamedTuple):
     member: str
     exhausted: bool
     skipped: dict[str, int]
+    peek: tuple[str, str] | None = None
+    """evict_candidates with ``want``: a shard not walked, its first unread entry (score,
+    member): none of its unread leaves sorts before it"""
 
 
 class ObjectRow(NamedTuple):
@@ -180,18 +183,24 @@ async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, st
 
 
 async def evict_candidates(
-    ctx: Context, cursors: Sequence[tuple[int, str, str]], k: int, limit: int
+    ctx: Context, cursors: Sequence[tuple[int, str, str]], k: int, limit: int, want: int = 0
 ) -> tuple[int, list[Window]]:
     """``evict_candidates``: per (shard, cursor score, cursor member) the next window of
-    evictable leaves; also the number of calls made."""
+    evictable leaves; also the number of calls made. ``want`` > 0: each call walks its shards
+    only for their share of its first ``want`` index entries (the others come back with a
+    peek)."""
     items: list[ShardItem] = [(sh, [score, member]) for sh, score, member in cursors]
-    calls = await ctx.run_sharded("evict_candidates", items, [k, limit])
+    calls = await ctx.run_sharded("evict_candidates", items, [k, limit, want])
     out = []
     for idx, (_now, groups) in calls:
-        for i, (rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy) in zip(idx, groups):
+        for i, group in zip(idx, groups):
+            rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy, ps, pm = group
             skipped = {"lease": int(sk_lease), "hard": int(sk_hard), "busy": int(sk_busy)}
             leaves = [_leaf(r) for r in rows]
-            out.append(Window(items[i][0], leaves, _s(cs), _s(cm), bool(int(exhausted)), skipped))
+            peek = (_s(ps), _s(pm)) if _s(ps) else None
+            out.append(
+                Window(items[i][0], leaves, _s(cs), _s(cm), bool(int(exhausted)), skipped, peek)
+            )
     return len(calls), out
 
 
