@@ -344,7 +344,10 @@ class RadixEvictor:
     def _first_want(self) -> int:
         """How many leaves the first read takes, over all shards, in index order: about twice
         what the goal needs (leaves of ``LEAF_BYTES_GUESS``), never more than the windows of
-        every shard would read."""
+        every shard would read. 0 (every shard's window) unless the policy orders equal scores
+        by name: otherwise equal scores go in read order, which the cut would change."""
+        if not self.policy.ties_by_name:
+            return 0
         need_bytes, need_objects = self.goal.need()
         leaves = need_objects or -(-need_bytes // LEAF_BYTES_GUESS)
         most = 4 * len(self.cursors)
