@@ -21,13 +21,14 @@ for _, g in ipairs(evict_groups(2)) do
     local tag, shard, h = g.tag, g.shard, it[1]
     local depth = tonumber(it[2])
     for _ = 1, depth do
-      local st, b, o, soft = evict_leaf_state(tag, h, now, true)
-      local nc = radix_nchildren(tag, h)
+      local node = evict_node(tag, h)
+      local st, b, o, soft = evict_leaf_state(tag, h, now, true, node)
+      local nc = node and node.nc or 0
       if st ~= 'ok' then
         table.insert(chain, { st, nc, shard, {} })
         break
       end
-      local row = evict_leaf_row(tag, h, b, o, soft)
+      local row = evict_leaf_row(tag, h, b, o, soft, node)
       table.insert(chain, { st, nc, shard, row })
       local p, ps = row[7], tonumber(row[8])
       if nc ~= 1 or p == '' or not ps or ps < 0 then

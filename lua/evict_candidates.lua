@@ -5,24 +5,56 @@
 -- leaves examined per shard. A leaf whose score (its newest lease) is not in the past ends the
 -- walk: every later leaf is leased too. Leaves it skips are counted, and the cursor moves past
 -- them, so a pass never examines a leaf twice.
+-- With want > 0 the call first merges its shards' indexes (entries after each cursor, scores in
+-- the past) in (score, member) order and walks each shard only for its share of the first
+-- `want` entries (at most `max`): a shard with no share is not walked and its cursor stays,
+-- and its first entry comes back as its peek (no unread leaf of it sorts before the peek).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: max per shard, limit per shard; then group count, then per group: anchor, shard
---       index, 1, then cursor score ('' = start), cursor member.
+-- ARGV: head: max per shard, limit per shard, want (0 = every shard up to max); then group
+--       count, then per group: anchor, shard index, 1, then cursor score ('' = start), cursor
+--       member.
 -- Returns: {now ms, per group: {{row...}, cursor score, cursor member, exhausted 0/1,
---          skipped lease, skipped hard, skipped busy}}, row = {hash, score, hits, bytes,
---          objects, soft 0/1, parent, parent shard, index score, stamp, shard clock,
---          exposed 0/1} (evict_leaf_row).
+--          skipped lease, skipped hard, skipped busy, peek score, peek member ('' '' unless
+--          not walked)}}, row = {hash, score, hits, bytes, objects, soft 0/1, parent, parent
+--          shard, index score, stamp, shard clock, exposed 0/1} (evict_leaf_row).
 -- Errors: none.
 --!include evict.lua
 
-local max, limit = argn(), argn()
+local max, limit, want = argn(), argn(), argn()
 local now = now_ms()
 local out = {}
-for _, g in ipairs(evict_groups(2)) do
-  local tag = g.tag
-  local lk = K.leaves(tag)
-  local cs, cm = g.items[1][1], g.items[1][2]
-  local csn = tonumber(cs)
+local groups = evict_groups(2)
+
+-- The first n entries after cursor (csn, cm) of index lk with a score in the past: {score
+-- string, member}, in index order.
+local function head_entries(lk, csn, cm, n)
+  local start = evict_cursor_start(lk, csn, cm)
+  local got = {}
+  local step = math.max(16, n)
+  while true do
+    local chunk = redis.call('ZRANGE', lk, start, start + step - 1, 'WITHSCORES')
+    if #chunk == 0 then
+      return got
+    end
+    for i = 1, #chunk, 2 do
+      local h, s = chunk[i], tonumber(chunk[i + 1])
+      if s >= now then
+        return got
+      end
+      if evict_after_cursor(s, h, csn, cm) then
+        got[#got + 1] = { chunk[i + 1], h, s }
+        if #got >= n then
+          return got
+        end
+      end
+    end
+    start = start + step
+  end
+end
+
+-- The window of one shard: up to gmax evictable leaves after the cursor (cs, cm), at most
+-- `limit` examined; the group's reply entry.
+local function evict_window(tag, lk, cs, cm, csn, gmax)
   local start = evict_cursor_start(lk, csn, cm)
   local rows, scanned, exhausted = {}, 0, 0
   local sk = { lease = 0, hard = 0, busy = 0 }
@@ -41,14 +73,15 @@ for _, g in ipairs(evict_groups(2)) do
       end
       if evict_after_cursor(s, h, csn, cm) then
         scanned = scanned + 1
-        local st, b, o, soft = evict_leaf_state(tag, h, now)
+        local node = evict_node(tag, h)
+        local st, b, o, soft = evict_leaf_state(tag, h, now, false, node)
         if st == 'ok' then
-          table.insert(rows, evict_leaf_row(tag, h, b, o, soft))
+          table.insert(rows, evict_leaf_row(tag, h, b, o, soft, node, chunk[i + 1]))
         elseif sk[st] then
           sk[st] = sk[st] + 1
         end
         cs, cm = chunk[i + 1], h
-        if #rows >= max or scanned >= limit then
+        if #rows >= gmax or scanned >= limit then
           done = true
           break
         end
@@ -56,6 +89,54 @@ for _, g in ipairs(evict_groups(2)) do
     end
     start = start + step
   end
-  table.insert(out, { rows, cs, cm, exhausted, sk.lease, sk.hard, sk.busy })
+  return { rows, cs, cm, exhausted, sk.lease, sk.hard, sk.busy, '', '' }
+end
+
+-- Per group: how many of the call's first `want` entries are its own (nil: no merge).
+local share, heads = nil, {}
+if want > 0 then
+  share = {}
+  local pos = {}
+  for gi, g in ipairs(groups) do
+    local csn = tonumber(g.items[1][1])
+    heads[gi] = head_entries(K.leaves(g.tag), csn, g.items[1][2], math.min(want, max))
+    share[gi], pos[gi] = 0, 1
+  end
+  for _ = 1, want do
+    local best, bs, bm = nil, nil, nil
+    for gi = 1, #groups do
+      local e = heads[gi][pos[gi]]
+      if e and (not best or e[3] < bs or (e[3] == bs and e[2] < bm)) then
+        best, bs, bm = gi, e[3], e[2]
+      end
+    end
+    if not best then
+      break
+    end
+    share[best], pos[best] = share[best] + 1, pos[best] + 1
+  end
+end
+
+for gi, g in ipairs(groups) do
+  local tag = g.tag
+  local lk = K.leaves(tag)
+  local cs, cm = g.items[1][1], g.items[1][2]
+  local csn = tonumber(cs)
+  local gmax = max
+  if share then
+    gmax = share[gi]
+  end
+  if gmax == 0 then
+    -- not walked: the cursor stays; its first entry (if any) bounds what it has unread
+    local e = heads[gi][1]
+    if e then
+      table.insert(out, { {}, cs, cm, 0, 0, 0, 0, e[1], e[2] })
+    else
+      table.insert(out, { {}, cs, cm, 1, 0, 0, 0, '', '' })
+    end
+  else
+    table.insert(out, evict_window(tag, lk, cs, cm, csn, gmax))
+  end
 end
 return { now, out }
+

@@ -13,9 +13,11 @@ local out = {}
 for _, g in ipairs(evict_groups(1)) do
   for _, it in ipairs(g.items) do
     local h = it[1]
-    local st, b, o, soft = evict_leaf_state(g.tag, h, now)
-    if st == 'ok' and redis.call('ZSCORE', K.leaves(g.tag), h) then
-      table.insert(out, { st, evict_leaf_row(g.tag, h, b, o, soft) })
+    local node = evict_node(g.tag, h)
+    local st, b, o, soft = evict_leaf_state(g.tag, h, now, false, node)
+    local z = st == 'ok' and redis.call('ZSCORE', K.leaves(g.tag), h)
+    if z then
+      table.insert(out, { st, evict_leaf_row(g.tag, h, b, o, soft, node, z) })
     else
       table.insert(out, { st == 'ok' and 'gone' or st, {} })
     end

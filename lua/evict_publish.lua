@@ -5,16 +5,26 @@
 -- scores count protections in turnovers (radix_leaf_score).
 -- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: epoch, lease expiry ms, turnover, evicted leaves; then group count, then per
---       group: anchor, shard index, 0.
+-- ARGV: head: epoch, lease expiry ms, turnover ('' = the sum of the call's shards' nodes
+--       counters: only for a call that covers every shard), evicted leaves; then group count,
+--       then per group: anchor, shard index, 0.
 -- Returns: 1, or 0 when fenced.
 -- Errors: none.
 --!include evict.lua
 
-local epoch, expires, turnover, evicted = argn(), argn(), argn(), argn()
+local epoch, expires = argn(), argn()
+local turnover = arg()
+local evicted = argn()
 local groups = evict_groups(0)
 if not evict_fence(groups, epoch, expires, now_ms()) then
   return 0
+end
+if turnover == '' then
+  local sum = 0
+  for _, g in ipairs(groups) do
+    sum = sum + (tonumber(redis.call('HGET', K.stats(g.tag), F.stats.nodes)) or 0)
+  end
+  turnover = sum
 end
 for _, g in ipairs(groups) do
   redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover)

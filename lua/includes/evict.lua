@@ -84,15 +84,49 @@ local function evict_object_state(tag, key, now)
   return 'ok', evict_rep_bytes(reps), soft
 end
 
+-- Node h in one HGETALL, for the read steps (what radix_keys, radix_nchildren and the row's
+-- HMGET would read): {keys = its registered keys (radix_keys' order), nc = child count,
+-- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false)}; false when the
+-- node does not exist.
+local evict_row_fields = { F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed }
+local function evict_node(tag, h)
+  local flat = redis.call('HGETALL', K.node(tag, h))
+  if #flat == 0 then
+    return false
+  end
+  local keys, vals = {}, {}
+  for i = 1, #flat, 2 do
+    local name = flat[i]
+    local c = string.sub(name, 1, 1)
+    if c == '.' then
+      table.insert(keys, h .. string.sub(name, 2))
+    elseif c == '/' then
+      table.insert(keys, string.sub(name, 2))
+    elseif c ~= '>' and c ~= '<' then
+      vals[name] = flat[i + 1]
+    end
+  end
+  local f = {}
+  for j, name in ipairs(evict_row_fields) do
+    f[j] = vals[name] or false
+  end
+  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, f = f }
+end
+
 -- Whether leaf h may be evicted now (all its keys together). Returns status, bytes (decimal
 -- string), objects, soft: status 'ok', 'gone' (no node / no keys), 'inner' (has children), or the first blocking
 -- object status ('hard', 'lease', 'busy'). Keys registered but not stored do not block.
 -- any_node: judge an inner node as if its children were gone (never 'inner').
-local function evict_leaf_state(tag, h, now, any_node)
-  if not any_node and radix_nchildren(tag, h) > 0 then
+-- node (optional): the node as evict_node read it (false: no such node), not read again.
+local function evict_leaf_state(tag, h, now, any_node, node)
+  if node == false then
+    return 'gone', '0', 0, false
+  end
+  local nc = node and node.nc or nil
+  if not any_node and (nc or radix_nchildren(tag, h)) > 0 then
     return 'inner', '0', 0, false
   end
-  local keys = radix_keys(tag, h)
+  local keys = node and node.keys or radix_keys(tag, h)
   if #keys == 0 then
     return 'gone', '0', 0, false
   end
@@ -116,10 +150,26 @@ end
 -- (radix_leaf_score); k is the logical clock the node was stamped with at its put or last hit
 -- and clock the shard's logical clock as the evictor last published it (tiered: a fresh leaf
 -- with k >= clock was put since that pass, the put grace; both 0 unless tiered).
-local function evict_leaf_row(tag, h, bytes, objs, soft)
-  local f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed)
-  local z = redis.call('ZSCORE', K.leaves(tag), h) or string.format('%.17g', radix_leaf_score(tag, h))
+-- node (optional): the node as evict_node read it; z (optional): its index score as just read.
+local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
+  local f
+  if node then
+    f = node.f
+  else
+    f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed)
+  end
+  z = z or redis.call('ZSCORE', K.leaves(tag), h)
   local st = radix_tier_state(tag)
+  if not z then
+    -- not in the index (a parent read ahead): the score it will get there (radix_leaf_score)
+    if node and st then
+      z = string.format('%.17g', radix_tier_score(st, f[5], f[2], f[6]))
+    elseif node then
+      z = string.format('%.17g', tonumber(f[1]) or 0)
+    else
+      z = string.format('%.17g', radix_leaf_score(tag, h))
+    end
+  end
   local clock = st and st.clock or 0
   return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
 end

@@ -119,6 +119,8 @@ class EvictorLease:
         if not value:
             return False
         st = await self._call("clear", self.epoch, value)
+        if st.granted and value == self.flag:
+            self.flag = ""  # a holder between acquires does not clear it again
         return st.granted
 
     async def read(self) -> LeaseState:

@@ -154,10 +154,12 @@ class Eviction:
         force: bool = False,
         max_objects: int | None = None,
         target_ratio: float | None = None,
+        usage: Usage | None = None,
     ) -> EvictionResult:
-        """One pass under ``lease`` (already acquired). Raises LeaseLost when fenced."""
+        """One pass under ``lease`` (already acquired). Raises LeaseLost when fenced.
+        ``usage``: the used ratio as the caller has just read it (not read again)."""
         async with self._lock:
-            return await self._pass(lease, force, max_objects, target_ratio)
+            return await self._pass(lease, force, max_objects, target_ratio, usage)
 
     async def _pass(
         self,
@@ -165,11 +167,13 @@ class Eviction:
         force: bool,
         max_objects: int | None,
         target_ratio: float | None,
+        usage: Usage | None = None,
     ) -> EvictionResult:
         cfg = self.ctx.config
         t0 = time.perf_counter()
         flag = lease.flag
-        usage = await self.usage()
+        if usage is None:
+            usage = await self.usage()
         hw, er = cfg.eviction_high_watermark_ratio, cfg.eviction_ratio
         # Redis itself nearly full (or a write refused for memory: the 'oom:' flag) evicts a
         # fraction of the objects by count, as Mooncake's ratios do: bytes say nothing there.
@@ -178,11 +182,21 @@ class Eviction:
         redis_full = not pressured and (
             flag.startswith("oom:") or await self.redis_memory_ratio() > hw
         )
+        pending: lua.Pending | None = None  # None: not counted (orphans looked for)
         if pressured or (flag and er > 0) or redis_full:
-            # What a previous evictor left half done: cascades, then frees (the used ratio).
+            # What a previous evictor left half done: cascades, then frees (the used ratio),
+            # each only where the one count of all three (with the orphans) is not 0.
             await lease.ensure()
-            if await self.resume_unlinks() + await self.janitor.drain_outboxes():
+            pending = await lua.evict_pending(self.ctx)
+            done = 0
+            if pending.unlinks:
+                done += await self.resume_unlinks()
+            if pending.outbox:
+                done += await self.janitor.drain_outboxes()
+            if done:
                 usage = await self.usage()
+            if pending.unlinks or pending.outbox:
+                pending = None  # a cascade or a free may have orphaned a subtree since
         result = EvictionResult(epoch=lease.epoch, used_before=usage.ratio)
         if max_objects is not None:
             result.reason = "max_objects"
@@ -222,7 +236,8 @@ class Eviction:
                     target_ratio = hw if rfc else max(0.0, hw - er)
                 goal = Goal(self.usage, result, usage, target_ratio, min_free, max_objects)
                 # Orphaned subtrees can never be a prefix hit: they go before any leaf.
-                await OrphanEvictor(self.deps, lease, result, goal).run()
+                if pending is None or pending.orphans:
+                    await OrphanEvictor(self.deps, lease, result, goal).run()
                 if not goal.satisfied():
                     await RadixEvictor(self.deps, lease, policy, result, goal).run()
                 if policy.tier_offsets():
@@ -254,7 +269,10 @@ class Eviction:
         (raised by the leaves this pass evicted), read by puts and hits until the next pass."""
         await self.ctx.checkpoint("evict:publish")
         await lease.ensure()
-        turnover = (await self.ctx.shard_totals("nodes"))["nodes"]
+        cfg = self.ctx.config
+        turnover: int | None = None  # None: summed by the one call that covers every shard
+        if self.ctx.backend.cluster or cfg.num_shards > cfg.script_batch_size:
+            turnover = (await self.ctx.shard_totals("nodes"))["nodes"]
         if not await lua.evict_publish(self.ctx, lease.head(), turnover, evicted):
             lease.lost()
 

@@ -45,6 +45,8 @@ MAX_REFILLS_PER_ROUND = 8
 CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
 PARENT_READ_AHEAD = 16  # parents of the next cheapest candidates read in the same call
 SIDE_CHAIN_DEPTH = 4  # nodes read up each of those
+LEAF_BYTES_GUESS = 4096  # bytes of a leaf, to size a pass's first read (more or fewer: refills)
+FIRST_READ_SLACK = 16  # leaves read beyond twice the need (young, leased, pinned ones)
 
 
 @dataclass(order=True)
@@ -79,10 +81,13 @@ class _ShardCursor:
     member: str = ""
     exhausted: bool = False
     k: int = 4  # window size (small: most passes evict a few leaves), doubled when it runs dry
+    peek: tuple[str, str] | None = None  # not walked yet: its first unread entry
 
     @property
     def horizon(self) -> tuple[bool, float, str]:
         """No unread leaf of the shard sorts before this (index order: score, then member)."""
+        if self.peek is not None:
+            return (False, float(self.peek[0]), self.peek[1])
         return (False, float(self.score) if self.score else float("-inf"), self.member)
 
 
@@ -141,22 +146,26 @@ class RadixEvictor:
         else:
             heapq.heappush(self.heap, c)
 
-    async def refill(self, shards: list[int]) -> None:
-        """Reads the next window of each shard's leaf index (one call per node)."""
+    async def refill(self, shards: list[int], want: int = 0) -> None:
+        """Reads the next window of each shard's leaf index (one call per node). ``want`` > 0:
+        only each shard's share of the first ``want`` leaves of its node's shards (in index
+        order); a shard with none is not read, only peeked at."""
         shards = [sh for sh in shards if not self.cursors[sh].exhausted]
         if not shards:
             return
         k = max(self.cursors[sh].k for sh in shards)
         limit = 4 * k + 64
         cursors = [(sh, self.cursors[sh].score, self.cursors[sh].member) for sh in shards]
-        ncalls, windows = await lua.evict_candidates(self.deps.ctx, cursors, k, limit)
+        ncalls, windows = await lua.evict_candidates(self.deps.ctx, cursors, k, limit, want)
         self._horizon = None
         self.result.candidate_reads += ncalls
         batch = self.deps.ctx.config.script_batch_size
         for w in windows:
             cur = self.cursors[w.shard]
             cur.score, cur.member, cur.exhausted = w.score, w.member, w.exhausted
-            cur.k = min(batch, cur.k * 2)
+            cur.peek = w.peek
+            if w.peek is None:
+                cur.k = min(batch, cur.k * 2)
             for reason, n in w.skipped.items():
                 self.result.skip(reason, n)
             for row in w.rows:
@@ -181,7 +190,7 @@ class RadixEvictor:
             # we cannot name. Read every shard's index from the start again (bounded windows;
             # leaves already known are not added twice).
             for c in self.cursors:
-                c.score, c.member, c.exhausted = "", "", False
+                c.score, c.member, c.exhausted, c.peek = "", "", False, None
             self._horizon = None
 
     async def read_ancestors(self, first: Candidate, wanted: int) -> None:
@@ -332,11 +341,23 @@ class RadixEvictor:
                 self.depth[o.parent] = max(self.depth.get(o.parent, 0), d + 1)
                 parents[o.parent] = o.pshard
 
+    def _first_want(self) -> int:
+        """How many leaves the first read takes, over all shards, in index order: about twice
+        what the goal needs (leaves of ``LEAF_BYTES_GUESS``), never more than the windows of
+        every shard would read. 0 (every shard's window) unless the policy orders equal scores
+        by name: otherwise equal scores go in read order, which the cut would change."""
+        if not self.policy.ties_by_name:
+            return 0
+        need_bytes, need_objects = self.goal.need()
+        leaves = need_objects or -(-need_bytes // LEAF_BYTES_GUESS)
+        most = 4 * len(self.cursors)
+        return max(1, min(most, 2 * leaves + FIRST_READ_SLACK))
+
     async def run(self, fallback: bool = True) -> None:
         """Rounds until the goal is met or nothing evictable is left: leaves by score, then
         (fallback) objects that belong to no tree by Mooncake's BatchEvict, then soft-pinned
         leaves as the last resort."""
-        await self.refill(list(range(len(self.cursors))))
+        await self.refill(list(range(len(self.cursors))), self._first_want())
         phase = "leaves"
         while not self.goal.satisfied():
             picked = await self.pick()

@@ -69,6 +69,9 @@ class Window(NamedTuple):
     member: str
     exhausted: bool
     skipped: dict[str, int]
+    peek: tuple[str, str] | None = None
+    """evict_candidates with ``want``: a shard not walked, its first unread entry (score,
+    member): none of its unread leaves sorts before it"""
 
 
 class ObjectRow(NamedTuple):
@@ -106,10 +109,12 @@ async def evict_fence(ctx: Context, epoch: int) -> None:
     await ctx.run_sharded("evict_fence", _all_shards(ctx), [epoch])
 
 
-async def evict_publish(ctx: Context, fence: Fence, turnover: int, evicted: int) -> bool:
+async def evict_publish(ctx: Context, fence: Fence, turnover: int | None, evicted: int) -> bool:
     """``evict_publish``: the tiered policy's turnover and logical clock after a pass; False
-    when fenced."""
-    replies = await ctx.run_sharded("evict_publish", _all_shards(ctx), [*fence, turnover, evicted])
+    when fenced. ``turnover`` None: the script sums the nodes counters itself, which only a
+    caller whose shards all go in one call may ask (standalone, shards <= script_batch_size)."""
+    head = [*fence, "" if turnover is None else turnover, evicted]
+    replies = await ctx.run_sharded("evict_publish", _all_shards(ctx), head)
     return all(int(r) == 1 for _, r in replies)
 
 
@@ -149,6 +154,23 @@ async def evict_counts(ctx: Context) -> dict[int, int]:
     return out
 
 
+class Pending(NamedTuple):
+    """What ``evict_pending`` counted over every shard."""
+
+    unlinks: int  # journaled unlink steps not yet run
+    outbox: int  # frees waiting in the outboxes
+    orphans: int  # orphan roots
+
+
+async def evict_pending(ctx: Context) -> Pending:
+    """``evict_pending``: the unlink journal, outbox and orphan index sizes over every shard."""
+    unlinks = outbox = orphans = 0
+    for _idx, reply in await ctx.run_sharded("evict_pending", _all_shards(ctx)):
+        for u, o, r in reply:
+            unlinks, outbox, orphans = unlinks + int(u), outbox + int(o), orphans + int(r)
+    return Pending(unlinks, outbox, orphans)
+
+
 async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, str]]:
     """``evict_orphans``: (marked ms, shard, root) of each shard's oldest orphan roots."""
     items = _all_shards(ctx)
@@ -161,18 +183,24 @@ async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, st
 
 
 async def evict_candidates(
-    ctx: Context, cursors: Sequence[tuple[int, str, str]], k: int, limit: int
+    ctx: Context, cursors: Sequence[tuple[int, str, str]], k: int, limit: int, want: int = 0
 ) -> tuple[int, list[Window]]:
     """``evict_candidates``: per (shard, cursor score, cursor member) the next window of
-    evictable leaves; also the number of calls made."""
+    evictable leaves; also the number of calls made. ``want`` > 0: each call walks its shards
+    only for their share of its first ``want`` index entries (the others come back with a
+    peek)."""
     items: list[ShardItem] = [(sh, [score, member]) for sh, score, member in cursors]
-    calls = await ctx.run_sharded("evict_candidates", items, [k, limit])
+    calls = await ctx.run_sharded("evict_candidates", items, [k, limit, want])
     out = []
     for idx, (_now, groups) in calls:
-        for i, (rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy) in zip(idx, groups):
+        for i, group in zip(idx, groups):
+            rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy, ps, pm = group
             skipped = {"lease": int(sk_lease), "hard": int(sk_hard), "busy": int(sk_busy)}
             leaves = [_leaf(r) for r in rows]
-            out.append(Window(items[i][0], leaves, _s(cs), _s(cm), bool(int(exhausted)), skipped))
+            peek = (_s(ps), _s(pm)) if _s(ps) else None
+            out.append(
+                Window(items[i][0], leaves, _s(cs), _s(cm), bool(int(exhausted)), skipped, peek)
+            )
     return len(calls), out
 
 

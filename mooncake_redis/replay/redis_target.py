@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from ..errors import ErrorCode, MooncakeError
+from ..eviction.coordinator import LeaseLost
 from ..eviction.policy import get_policy
 from ..models import ReplicateConfig, Segment
 from ..service import MasterService
@@ -61,8 +62,24 @@ class RedisTarget:
         return ok
 
     async def _maybe_evict(self, no_room: bool) -> None:
-        # One cheap read of the used ratio decides; evict_once re-checks under the lease.
-        if no_room or (await self.svc.usage()).ratio > self._high_watermark:
+        # One cheap read of the used ratio decides, and the pass starts from it.
+        usage = None
+        if not no_room:
+            usage = await self.svc.usage()
+            if usage.ratio <= self._high_watermark:
+                return
+        # As the master's eviction thread (and our coordinator), the replay keeps the evictor
+        # lease between passes: no acquire, fence and release per pass; renewed when half of
+        # its ttl is gone, and read afresh after a put found no room (the durable flag).
+        eviction = self.svc.eviction
+        lease = eviction.lease
+        renew = no_room or lease.remaining_s() < lease.ttl_ms / 2000.0
+        if renew and not await lease.acquire():  # another evictor holds it: wait as before
+            await self.svc.evict_once()
+            return
+        try:
+            await eviction.run_eviction_pass(lease, usage=usage)
+        except LeaseLost:
             await self.svc.evict_once()
 
     async def batch_get(self, keys: list[str]) -> list[bool]:
@@ -83,6 +100,7 @@ class RedisTarget:
         }
 
     async def close(self) -> None:
+        await self.svc.eviction.lease.release()
         if self._own_namespace and not self.svc.backend.fake:
             from ..bench.common import drop_namespace
 
