@@ -99,25 +99,36 @@ class StoreMachine(RuleBasedStateMachine):
         return await self.svc.backend.time_ms()
 
     def compare(
-        self, what: str, real_call: Any, model_call: Any, placement: list[Any] | None = None
+        self,
+        what: str,
+        real_call: Any,
+        model_call: Any,
+        placement: list[Any] | None = None,
+        at: Any = None,
     ) -> Any:
         """Runs the real call, then the model at every instant the script may have read.
-        ``placement``: filled with the real answer's value before the model runs (puts)."""
+        ``placement``: filled with the real answer's value before the model runs (puts).
+        ``at``: after a real success, the instant the script itself recorded (a put's start),
+        tried first: the model must not date the put at another instant of the call, or a later
+        step near the put's discard deadline sees a put of another age than the store's."""
 
-        async def go() -> tuple[int, Any, int]:
+        async def go() -> tuple[int, Any, int, int | None]:
             lo = await self._now()
             try:
                 value = await real_call()
             except MooncakeError as exc:
                 value = exc
             hi = await self._now()
-            return lo, value, hi
+            exact = await at() if at is not None and not isinstance(value, MooncakeError) else None
+            return lo, value, hi, exact
 
-        lo, value, hi = self.run(go())
+        lo, value, hi, exact = self.run(go())
         real = outcome(value)
         if placement is not None and real[0] == "ok":
             placement.append(real[1])
         times = [lo, *(t for t in self.model.event_times() if lo < t <= hi), hi]
+        if exact is not None:
+            times.insert(0, exact)
         answers = []
         for t in dict.fromkeys(times):
             branch = self.model.clone()
@@ -165,7 +176,13 @@ class StoreMachine(RuleBasedStateMachine):
                 placement=placement[0] if placement else None,
             )
 
-        self.compare(f"put_start({key[:8]}, parent={parent[:8]})", real, model, placement)
+        async def started() -> int:  # the put start the store recorded (object field t)
+            shard = self.svc.shard_of_key(key)
+            return int(await self.svc.backend.client.hget(self.svc.keys.obj(shard, key), "t"))
+
+        self.compare(
+            f"put_start({key[:8]}, parent={parent[:8]})", real, model, placement, at=started
+        )
 
     @rule(key=st.sampled_from(KEYS), client=st.sampled_from(CLIENTS))
     def put_end(self, key: str, client: str) -> None:
