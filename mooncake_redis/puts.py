@@ -76,16 +76,6 @@ class Puts:
         return erased.results
 
     # ------------------------------------------------------------------ put
-    def check_batch(
-        self,
-        client_id: str,
-        keys: Sequence[str],
-        slice_lengths: Sequence[Sequence[int] | int],
-        config: ConfigArg | Sequence[ConfigArg],
-    ) -> tuple[str, list[PutItem], list[list[ReplicaDescriptor] | MooncakeError | None]]:
-        """The input checks of a batch put (and upsert): :meth:`PutChecks.check_batch`."""
-        return self.checks.check_batch(client_id, keys, slice_lengths, config)
-
     async def put_start(
         self, client_id: str, key: str, slice_lengths: Sequence[int] | int, config: ConfigArg = None
     ) -> list[ReplicaDescriptor]:
@@ -103,7 +93,7 @@ class Puts:
     ) -> list[list[ReplicaDescriptor] | MooncakeError]:
         """BatchPutStart: one result per key. ``config`` is one ReplicateConfig for all keys (as
         Mooncake) or a list with one per key (so one batch can carry several radix parents)."""
-        client, puts, results = self.check_batch(client_id, keys, slice_lengths, config)
+        client, puts, results = self.checks.check_batch(client_id, keys, slice_lengths, config)
         # Bounded chunks, each reserved and committed before the next: a reservation is
         # refused once older than alloc_commit_deadline_ms, so a batch of any size must never
         # reserve more than it commits within that time. A chunk that takes over a quarter of

@@ -59,7 +59,7 @@ class Upserts:
         config: ConfigArg | Sequence[ConfigArg] = None,
     ) -> list[StartResult]:
         """One result per key, as BatchPutStart (Mooncake runs UpsertStart per key)."""
-        client, todo, results = self.puts.check_batch(client_id, keys, slice_lengths, config)
+        client, todo, results = self.puts.checks.check_batch(client_id, keys, slice_lengths, config)
         for _ in range(ROUNDS):
             if not todo:
                 break

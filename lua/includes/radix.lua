@@ -540,16 +540,22 @@ local function radix_ms_max(a, b)
   return a >= b and a or b
 end
 
--- Number x as the string Redis stores for it ('%.17g'), memoized per script call: a shard's
--- clock and found-tier score are formatted once per distinct value, not once per shard.
-local radix_num_memo = {}
-local function radix_num(x)
-  local s = radix_num_memo[x]
+-- string.format(fmt, x), memoized per script call (fmt: '%.17g' or '%d'): a value a call
+-- writes many times (a shard's clock, the found-tier score, now + ttl) is formatted once.
+local radix_fmt_memo = { ['%.17g'] = {}, ['%d'] = {} }
+local function radix_fmt(fmt, x)
+  local memo = radix_fmt_memo[fmt]
+  local s = memo[x]
   if not s then
-    s = string.format('%.17g', x)
-    radix_num_memo[x] = s
+    s = string.format(fmt, x)
+    memo[x] = s
   end
   return s
+end
+
+-- Number x as the string Redis stores for it ('%.17g').
+local function radix_num(x)
+  return radix_fmt('%.17g', x)
 end
 
 -- The node fields a touch reads: the leaf score's input, the hit counter and the children count

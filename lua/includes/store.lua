@@ -237,14 +237,8 @@ end
 
 -- Integer ms x as a decimal string ('%d': digits only, at any size, as radix_ms_max compares
 -- them), memoized per script call: now + ttl is formatted once per call, not once per shard.
-local store_ms_memo = {}
 local function store_ms(x)
-  local s = store_ms_memo[x]
-  if not s then
-    s = string.format('%d', x)
-    store_ms_memo[x] = s
-  end
-  return s
+  return radix_fmt('%d', x)
 end
 
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
