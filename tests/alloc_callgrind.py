@@ -14,19 +14,13 @@ rework in docs/benchmarks.md.
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import random
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 import uuid
 from typing import Any
 
-import redis
+from grind import GrindServer  # tests/grind.py: the script's own directory
 
 SCRIPTS = ("alloc_reserve", "alloc_pending", "alloc_confirm", "alloc_free")
 
@@ -40,27 +34,10 @@ async def main(tree: str) -> None:
     from mooncake_redis.models import Segment
 
     port = int(os.environ["REDIS_CPU_PORT"])
-    workdir = tempfile.mkdtemp()
-    binary = shutil.which("redis-server") or "redis-server"
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-         f"--callgrind-out-file={workdir}/cg.%p", binary, "--port", str(port), "--bind",
-         "127.0.0.1", "--save", "", "--dir", workdir, "--hz", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-    def ctl(*args: str) -> None:
-        subprocess.run(["callgrind_control", *args, str(proc.pid)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-
+    server = GrindServer(port, "--hz", "1")
+    ctl = server.ctl
     try:
-        r = redis.Redis(port=port)
-        for _ in range(1200):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+        server.ready()
         url = f"redis://127.0.0.1:{port}"
         cfg = Config(namespace="a", num_shards=64, enable_radix_tree=True, redis_url=url,
                      alloc_commit_deadline_ms=3000, alloc_reclaim_grace_ms=10**9)  # fmt: skip
@@ -99,15 +76,12 @@ async def main(tree: str) -> None:
         await svc.batch_remove(keys, force=True)
         await svc.drain_outboxes()
         on = False
-        files = sorted(glob.glob(f"{workdir}/cg.{proc.pid}.*"),
-                       key=lambda f: int(f.split(".")[-1]))  # fmt: skip
-        assert len(files) == len(measured), (len(files), len(measured))
+        counts = server.counts()
+        assert len(counts) == len(measured), (len(counts), len(measured))
         total: dict[str, int] = dict.fromkeys(SCRIPTS, 0)
         calls: dict[str, int] = dict.fromkeys(SCRIPTS, 0)
-        for f, name in zip(files, measured):
-            with open(f) as fh:
-                m = re.search(r"^summary: (\d+)", fh.read(), re.M)
-            total[name] += int(m[1]) if m else 0
+        for count, name in zip(counts, measured):
+            total[name] += count
             calls[name] += 1
         # alloc_reserve made the n measured allocations; the janitor and the removal handle
         # the warm-up batch's 128 too.
@@ -117,8 +91,7 @@ async def main(tree: str) -> None:
               "calls:", calls)  # fmt: skip
         await svc.aclose()
     finally:
-        proc.kill()
-        proc.wait()
+        server.stop()
 
 
 if __name__ == "__main__":

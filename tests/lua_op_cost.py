@@ -10,16 +10,11 @@ costs". Needs valgrind (Debian ``valgrind``); a shared machine's load does not m
 
 from __future__ import annotations
 
-import glob
 import re
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
-import time
 
-import redis
+from grind import GrindServer  # tests/grind.py: the script's own directory
 
 KEY = "65a9e0af3cab28c6bccb90f0a55988e240c5273047913a1e3906cb783b4bd968"
 
@@ -64,47 +59,26 @@ def experiments(tree: str) -> dict[str, tuple[str, int, int]]:
 
 def main(tree: str, port: int) -> None:
     exps = experiments(tree)
-    workdir = tempfile.mkdtemp()
-    server = shutil.which("redis-server") or "redis-server"
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-         f"--callgrind-out-file={workdir}/cg.%p", server, "--port", str(port), "--bind",
-         "127.0.0.1", "--save", "", "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-    def ctl(*args: str) -> None:
-        subprocess.run(["callgrind_control", *args, str(proc.pid)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-
+    server = GrindServer(port)
     try:
-        r = redis.Redis(port=port)
-        for _ in range(1200):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        ctl("-i", "on")
+        r = server.ready()
+        server.ctl("-i", "on")
         for name, (script, _, nargs) in exps.items():
             sha = r.script_load(script)
             args = [KEY, "1796165587766", "00000000006d000"] + ["x" * 16] * (nargs - 3)
             r.evalsha(sha, 1, "{t:1}", *args)  # warm: the server compiled it
-            ctl("-z")
+            server.ctl("-z")
             for _ in range(10):
                 r.evalsha(sha, 1, "{t:1}", *args)
-            ctl("-d", re.sub(r"\W+", "_", name))  # a plain trigger name: callgrind drops others
+            server.ctl(
+                "-d", re.sub(r"\W+", "_", name)
+            )  # a plain trigger name: callgrind drops others
             r.flushall()
-        files = sorted(glob.glob(f"{workdir}/cg.{proc.pid}.*"), key=lambda f: int(f.split(".")[-1]))
-        for f, (name, (_, per, _)) in zip(files, exps.items()):
-            with open(f) as fh:
-                m = re.search(r"^summary: (\d+)", fh.read(), re.M)
-            n = int(m[1]) / 10 if m else 0.0
+        for count, (name, (_, per, _)) in zip(server.counts(), exps.items()):
+            n = count / 10
             print(f"{name:28s} {n / 1000:10.1f} k per call {n / per / 1000:9.2f} k per operation")
     finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        server.stop()
 
 
 def _free_port() -> int:
