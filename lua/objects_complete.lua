@@ -5,7 +5,8 @@
 -- SET of a shard's objects: one SCAN walk of the node (MATCH <ARGV[1]>) finds them all, sorted
 -- into the requested shards by tag.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: the SCAN MATCH pattern of object keys (KeySchema.scan_pattern('obj')); group count, then
+-- ARGV: the SCAN MATCH pattern of object hashes (KeySchema.scan_pattern('obj'): :o: and block
+--       hashes); group count, then
 --       per group: anchor, shard index, 0.
 -- Returns: per group, in ARGV order, a flat list: key, put id, key, put id, ...
 -- Errors: none.
@@ -25,13 +26,15 @@ repeat
   for _, okey in ipairs(reply[2]) do
     local close = string.find(okey, '}', 1, true)
     local tag = close and string.sub(okey, 1, close) or ''
-    local prefix = K.obj(tag, '')
     local keys = wanted[tag]
-    if keys and not seen[okey] and string.sub(okey, 1, #prefix) == prefix then
+    -- The object's key name: K.obj(tag, key) is <tag>:o:<key>, or the block hash
+    -- <tag>:n:<key> of a block key (which may hold only a node: no status field then).
+    local key = keys and not seen[okey] and string.sub(okey, #tag + 4)
+    if key and K.obj(tag, key) == okey then
       seen[okey] = true
       local f = redis.call('HMGET', okey, F.obj.status, F.obj.put_id)
       if f[1] == 'C' then
-        table.insert(keys, string.sub(okey, #prefix + 1))
+        table.insert(keys, key)
         table.insert(keys, f[2] or '')
       end
     end

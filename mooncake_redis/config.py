@@ -13,8 +13,10 @@ from .errors import ErrorCode, MooncakeError
 
 ENV_PREFIX = "MOONCAKE_REDIS_"
 # 2: u64 values as fixed-width hex (offsets, lengths, bases, sizes); 3: the lean layout (replica
-# record "id,st,ref,off,len" with a per-shard segment table, no per-shard objects/nodes SETs).
-SCHEMA_VERSION = 5
+# record "id,st,ref,off,len" with a per-shard segment table, no per-shard objects/nodes SETs);
+# 4: allocation records in buckets; 5: the object prefix only when the key does not say it;
+# 6: a block key's object fields in its block hash (with its radix node), put time "pt".
+SCHEMA_VERSION = 6
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")

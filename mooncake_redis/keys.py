@@ -21,8 +21,12 @@ from .errors import ErrorCode, MooncakeError
 # Suffixes inside a shard tag (see docs/architecture.md for types and fields).
 SHARD_SUFFIXES: dict[str, str] = {
     "stats": ":stats",  # HASH   per-shard counters; also the shard's anchor key in KEYS
-    "obj": ":o:",  # HASH   object metadata, one per object key
-    "node": ":n:",  # HASH   radix node {p parent, g link gen, t created, s score, h hits}
+    # HASH   object metadata, one per object key; a block key's (64 hex digits) object fields
+    #        live in the block hash below instead (KeySchema.obj, K.obj: the same rule)
+    "obj": ":o:",
+    # HASH   the block hash: radix node {p parent, g link gen, t created, s score, h hits, ...}
+    #        and, for a block key, its object's fields (disjoint names: HASH_FIELDS)
+    "node": ":n:",
     "leaves": ":leaves",  # ZSET   evictable-leaf index: node hash -> policy score
     "orphans": ":orphans",  # ZSET   orphan roots (parent block has no object) -> marked ms
     "lru": ":lru",  # ZSET   complete, not hard-pinned objects of no radix tree -> lease (ms)
@@ -75,7 +79,7 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
     },
     "obj": {  # {<ns>:<i>}:o:<key>
         "client": "c",
-        "created_ms": "t",
+        "created_ms": "pt",  # not "t": a block key's object shares the block hash with its node
         "size": "sz",
         "lease_ms": "l",
         "status": "st",  # 'P' processing, 'C' complete
@@ -186,6 +190,10 @@ class KeySchema:
         return self.shard_tag(shard) + SHARD_SUFFIXES["stats"]
 
     def obj(self, shard: int, key: str) -> str:
+        """The HASH of object key's fields: the block hash ``:n:<key>`` for a block key (one
+        listpack hash per MLA block: its object and its node), ``:o:<key>`` otherwise."""
+        if HEX64.fullmatch(key):
+            return self.shard_tag(shard) + SHARD_SUFFIXES["node"] + key
         return self.shard_tag(shard) + SHARD_SUFFIXES["obj"] + key
 
     def node(self, shard: int, prefix_hash: str) -> str:
@@ -197,7 +205,11 @@ class KeySchema:
 
     def scan_pattern(self, name: str) -> str:
         """SCAN MATCH pattern of every shard's ``obj`` or ``node`` keys (there is no SET of
-        them: the keyspace is the index); :meth:`parse` filters what it over-matches."""
+        them: the keyspace is the index); :meth:`parse` filters what it over-matches. Objects:
+        the ``:o:`` hashes and the block hashes (a block key's object is in its block hash);
+        a block hash without object fields is no object (readers check a field)."""
+        if name == "obj":
+            return "{" + glob_escape(self.ns) + ":*}:[on]:*"
         return "{" + glob_escape(self.ns) + ":*}" + SHARD_SUFFIXES[name] + "*"
 
     def alloc_bucket_pattern(self) -> str:
@@ -213,9 +225,19 @@ class KeySchema:
         digits = redis_key[len(head) : end]
         if not redis_key.startswith(head) or not digits.isdigit() or digits != str(int(digits)):
             return None
-        if not redis_key.startswith(suffix, end + 1) or int(digits) >= self.num_shards:
+        if int(digits) >= self.num_shards:
             return None
-        return int(digits), redis_key[end + 1 + len(suffix) :]
+        if redis_key.startswith(suffix, end + 1):
+            ident = redis_key[end + 1 + len(suffix) :]
+            if name == "obj" and HEX64.fullmatch(ident):
+                return None  # a block key's object is never in an :o: hash
+            return int(digits), ident
+        block = SHARD_SUFFIXES["node"]
+        if name == "obj" and redis_key.startswith(block, end + 1):
+            ident = redis_key[end + 1 + len(block) :]
+            if HEX64.fullmatch(ident):
+                return int(digits), ident
+        return None
 
     def all_anchors(self) -> list[str]:
         return [self.anchor(i) for i in range(self.num_shards)]
@@ -263,7 +285,17 @@ def lua_key_functions() -> str:
         "function K.shard(tag, shard) return string.sub(tag, 1, string.find(tag, ':', 1, true))"
         " .. shard .. '}' end"
     )
+    # A block key (64 lowercase hex digits) keeps its object's fields in its block hash.
+    lines.append(
+        "function K.is_block(id) return #id == 64 and not string.find(id, '[^0-9a-f]') end"
+    )
+    lines.append(
+        f"function K.obj(tag, id) if K.is_block(id) then return tag .. '{SHARD_SUFFIXES['node']}'"
+        f" .. id end return tag .. '{SHARD_SUFFIXES['obj']}' .. id end"
+    )
     for name, suffix in {**SHARD_SUFFIXES, **SEGMENT_SUFFIXES}.items():
+        if name == "obj":
+            continue
         if suffix.endswith(":"):
             lines.append(f"function K.{name}(tag, id) return tag .. '{suffix}' .. id end")
         else:

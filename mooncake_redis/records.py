@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .errors import MooncakeError
-from .keys import HEX64
+from .keys import HASH_FIELDS, HEX64
 
 FreePair = tuple[int, str]  # (shard, outbox entry "segment id|offset|put id")
 
@@ -38,6 +38,19 @@ def object_prefix(key: str, fields: Any) -> str:
     if fields.get("pl") is not None:
         return key[: int(fields["pl"])]
     return key
+
+
+OBJECT_FIELDS = frozenset(HASH_FIELDS["obj"].values())
+_OBJECT_FIELDS_B = frozenset(f.encode() for f in OBJECT_FIELDS)
+
+
+def object_fields(raw: dict[Any, Any]) -> dict[str, str]:
+    """The object fields of an object HASH's HGETALL (bytes or str), decoded: ``{}`` when it
+    holds no object. A block key's object shares its block hash with the radix node
+    (keys.KeySchema.obj), whose fields (binary child edges too) are dropped; every object
+    has a put id."""
+    out = {_s(k): _s(v) for k, v in raw.items() if k in OBJECT_FIELDS or k in _OBJECT_FIELDS_B}
+    return out if HASH_FIELDS["obj"]["put_id"] in out else {}
 
 
 def u64hex(n: int) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .backend import Backend
-from .keys import KeySchema
+from .keys import HASH_FIELDS, HEX64, KeySchema
 from .records import _s
 
 
@@ -37,10 +37,26 @@ async def scan_match(backend: Backend, pattern: str, count: int = 1000) -> list[
 
 async def shard_ids(backend: Backend, keys: KeySchema, name: str) -> dict[int, list[str]]:
     """Shard -> the ids (object keys for ``obj``, prefix hashes for ``node``) stored in it,
-    each once, in no particular order."""
+    each once, in no particular order. A block hash is an object only while it holds one (a
+    block key's object shares it with the node) and a node only while it has a node field:
+    those are checked in one pipeline."""
     out: dict[int, set[str]] = {}
+    blocks: list[tuple[str, int, str]] = []
     for redis_key in await scan_match(backend, keys.scan_pattern(name)):
         parsed = keys.parse(redis_key, name)
-        if parsed is not None:
+        if parsed is None:
+            continue
+        if HEX64.fullmatch(parsed[1]) and keys.node(*parsed) == redis_key:
+            blocks.append((redis_key, *parsed))
+        else:
             out.setdefault(parsed[0], set()).add(parsed[1])
+    field = HASH_FIELDS["obj"]["put_id"] if name == "obj" else HASH_FIELDS["node"]["created_ms"]
+    for start in range(0, len(blocks), 1000):
+        part = blocks[start : start + 1000]
+        pipe = backend.client.pipeline(transaction=False)
+        for redis_key, _, _ in part:
+            pipe.hget(redis_key, field)  # not HEXISTS: redis-py's cluster pipeline fails on it
+        for (_, shard, ident), present in zip(part, await pipe.execute()):
+            if present is not None:
+                out.setdefault(shard, set()).add(ident)
     return {shard: sorted(ids) for shard, ids in out.items()}

@@ -176,9 +176,9 @@ class StoreMachine(RuleBasedStateMachine):
                 placement=placement[0] if placement else None,
             )
 
-        async def started() -> int:  # the put start the store recorded (object field t)
+        async def started() -> int:  # the put start the store recorded (object field pt)
             shard = self.svc.shard_of_key(key)
-            return int(await self.svc.backend.client.hget(self.svc.keys.obj(shard, key), "t"))
+            return int(await self.svc.backend.client.hget(self.svc.keys.obj(shard, key), "pt"))
 
         self.compare(
             f"put_start({key[:8]}, parent={parent[:8]})", real, model, placement, at=started

@@ -106,6 +106,9 @@ local function evict_node(tag, h)
       vals[name] = flat[i + 1]
     end
   end
+  if not vals[F.node.created_ms] then
+    return false -- a block hash holding only its block key's object (K.obj): no node
+  end
   local f = {}
   for j, name in ipairs(evict_row_fields) do
     f[j] = vals[name] or false

@@ -30,6 +30,31 @@ local function radix_key_field(h, key)
   return '/' .. key
 end
 
+-- Whether node h exists. A block key's object shares the block hash with its node (K.obj), so
+-- the hash may exist without a node: a node is its created field t (every node has one).
+local function radix_exists(tag, h)
+  return redis.call('HEXISTS', K.node(tag, h), F.node.created_ms) == 1
+end
+
+-- Every field a node keeps besides its key and child fields ('om': orphan marks sent).
+local RADIX_NODE_FIELDS = { F.node.parent, F.node.parent_shard, F.node.link_gen, F.node.created_ms,
+  F.node.score, F.node.hits, F.node.nkeys, F.node.nchildren, F.node.stamp, F.node.exposed, 'om' }
+
+-- Deletes node h, which has no keys and no children: the whole hash, or, for a block hash
+-- (which may still hold its block key's object, K.obj), only the node's fields.
+local function radix_drop_node(tag, h)
+  if K.is_block(h) then
+    redis.call('HDEL', K.node(tag, h), unpack(RADIX_NODE_FIELDS))
+  else
+    redis.call('DEL', K.node(tag, h))
+  end
+end
+
+-- Whether object key exists (in its own hash or its block hash: a field every object has).
+local function radix_object_exists(tag, key)
+  return redis.call('HEXISTS', K.obj(tag, key), F.obj.put_id) == 1
+end
+
 -- How many keys are registered under node h.
 local function radix_nkeys(tag, h)
   return tonumber(redis.call('HGET', K.node(tag, h), F.node.nkeys)) or 0
@@ -252,7 +277,7 @@ end
 -- HSET (a caller's first writes to the new node), after the defaults.
 local function radix_create(tag, h, now, acc, extra)
   local nkey = K.node(tag, h)
-  if not acc and redis.call('EXISTS', nkey) == 1 then
+  if not acc and radix_exists(tag, h) then
     return false
   end
   local ms = radix_ms(now)
@@ -411,7 +436,7 @@ end
 -- Whether any key registered under node h has an object (a stored block, for the orphan rule).
 local function radix_has_object(tag, h)
   for _, k in ipairs(radix_keys(tag, h)) do
-    if redis.call('EXISTS', K.obj(tag, k)) == 1 then
+    if radix_object_exists(tag, k) then
       return true
     end
   end
@@ -430,7 +455,7 @@ end
 -- The target side of an orphan mark continuation.
 local function radix_mark(tag, h, op, now)
   if op == 'orphan' then
-    if redis.call('EXISTS', K.node(tag, h)) == 1 then
+    if radix_exists(tag, h) then
       redis.call('ZADD', K.orphans(tag), 'NX', now, h)
     end
   else
@@ -441,7 +466,7 @@ end
 -- After node h lost a stored object: if it has children and no object left, mark them (and
 -- note on h, field om, that its children are marked: a put that stores h again adopts them).
 local function radix_lost_object(tag, shard, h, conts, now)
-  if redis.call('EXISTS', K.node(tag, h)) == 1
+  if radix_exists(tag, h)
       and radix_nchildren(tag, h) > 0
       and not radix_has_object(tag, h) then
     radix_mark_children(tag, shard, h, 'orphan', conts, now)
@@ -465,7 +490,7 @@ local function radix_collapse(tag, shard, h, conts)
   while h and guard < 1000000 do
     guard = guard + 1
     local nkey = K.node(tag, h)
-    if redis.call('EXISTS', nkey) == 0 then
+    if not radix_exists(tag, h) then
       return
     end
     if radix_nkeys(tag, h) > 0
@@ -474,7 +499,7 @@ local function radix_collapse(tag, shard, h, conts)
       return
     end
     local f = redis.call('HMGET', nkey, F.node.parent, F.node.parent_shard, F.node.link_gen)
-    redis.call('DEL', nkey)
+    radix_drop_node(tag, h)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), F.stats.nodes, -1)

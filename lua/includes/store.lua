@@ -41,6 +41,26 @@ local function store_prefix_fields(key, prefix, fields)
   end
 end
 
+-- Every object field (F.obj's stored names), sorted: what a block key's object is in its block hash.
+local store_obj_fields = nil
+
+-- Deletes object key's fields (okey = K.obj(tag, key)): its own hash, or in a block hash only
+-- the object's fields (the node's stay: radix_drop_node deletes those).
+local function store_drop(okey, key)
+  if not K.is_block(key) then
+    redis.call('DEL', okey)
+    return
+  end
+  if not store_obj_fields then
+    store_obj_fields = {}
+    for _, v in pairs(F.obj) do
+      store_obj_fields[#store_obj_fields + 1] = v
+    end
+    table.sort(store_obj_fields)
+  end
+  redis.call('HDEL', okey, unpack(store_obj_fields))
+end
+
 local function store_free_entry(rep, pid)
   return rep.seg .. '|' .. rep.off .. '|' .. pid
 end
@@ -208,7 +228,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
       table.insert(frees, { shard, e })
     end
   end
-  redis.call('DEL', okey)
+  store_drop(okey, key)
   redis.call('ZREM', K.lru(tag), key)
   redis.call('ZREM', K.processing(tag), key)
   redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)

@@ -19,7 +19,13 @@ from typing import Any
 from ..backend import redact
 from ..errors import ErrorCode, MooncakeError
 from ..keys import HASH_FIELDS, node_key_field
-from ..records import alloc_bucket_of, decode_replicas, parse_alloc_record, segment_table
+from ..records import (
+    alloc_bucket_of,
+    decode_replicas,
+    object_fields,
+    parse_alloc_record,
+    segment_table,
+)
 from ..service import MasterService
 from .common import describe_store, env_redis_url, non_negative_int, warn
 from .options import add_config_args, config_from_args
@@ -199,7 +205,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     prefix = service.prefix_of(key)
     shard = keys.shard_of(prefix)
     okey = keys.obj(shard, key)
-    meta = _decode_hash(await service.backend.client.hgetall(okey))
+    meta = object_fields(await service.backend.client.hgetall(okey))
     replicas: Any = None
     if "r" in meta:
         try:

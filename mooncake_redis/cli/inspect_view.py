@@ -17,10 +17,11 @@ from rich.tree import Tree
 if TYPE_CHECKING:
     from ..fsck import FsckReport
 
-# The fields of an object hash (``{ns:i}:o:<key>``), as the store scripts write them.
+# The fields of an object hash (``{ns:i}:o:<key>``; a block key's are in its block hash
+# ``{ns:i}:n:<key>``, beside the node's), as the store scripts write them.
 OBJECT_FIELDS: dict[str, str] = {
     "c": "client that put it",
-    "t": "put started (Redis ms)",
+    "pt": "put started (Redis ms)",
     "sz": "size in bytes",
     "st": "state: P put in progress, C complete",
     "l": "lease until (Redis ms; 0 = no lease)",
@@ -31,7 +32,7 @@ OBJECT_FIELDS: dict[str, str] = {
     "hp": "hard-pinned",
     "rad": "registered in the radix index",
 }
-TIME_FIELDS = frozenset({"t", "l", "sp"})
+TIME_FIELDS = frozenset({"pt", "l", "sp"})
 # Per-shard columns of ``inspect stats``; every counter is in the totals and in --json.
 SHARD_COLUMNS = ("objects", "bytes", "nodes", "rkeys", "leaves")
 

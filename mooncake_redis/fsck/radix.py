@@ -55,12 +55,12 @@ async def _confirm_leaf_index(service: MasterService, report: FsckReport) -> Non
     for i, p in enumerate(suspects):
         shard = keys.shard_of(p.node)
         pipe = service.backend.client.pipeline(transaction=True)
-        pipe.exists(keys.node(shard, p.node))
+        pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["created_ms"])  # a node has t
         pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nkeys"])
         pipe.hget(keys.node(shard, p.node), HASH_FIELDS["node"]["nchildren"])
         pipe.zscore(keys.shard_key(shard, "leaves"), p.node)
         exists, nkeys, nchildren, score = await pipe.execute()
-        expected = bool(exists) and int(nkeys or 0) > 0 and int(nchildren or 0) == 0
+        expected = exists is not None and int(nkeys or 0) > 0 and int(nchildren or 0) == 0
         if expected == (score is not None):
             gone.add(i)
     if gone:

@@ -14,6 +14,7 @@ from ..records import (
     _s,
     bucket_records,
     from_u64hex,
+    object_fields,
     object_prefix,
     parse_entry,
     replica_records,
@@ -112,7 +113,8 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
             referenced.add(parse_entry(_s(e)))
         table = segment_table(await client.hgetall(keys.shard_key(shard, "segs")))
         for key in found.get(shard, []):
-            obj = {_s(k): _s(v) for k, v in (await client.hgetall(keys.obj(shard, key))).items()}
+            raw = await client.hgetall(keys.obj(shard, key))
+            obj = object_fields(raw)
             if not obj:
                 continue  # erased since the SCAN walk saw it
             objects += 1
