@@ -1,7 +1,7 @@
 #!lua flags=allow-cross-slot-keys,allow-oom
 -- exist: ExistKey: 1 for a key with a COMPLETE replica (a hit grants a lease, as
--- get_replicas), 0 otherwise (missing or still being written). Per shard: one HMGET per key,
--- then the hits' grants batched (store_grant_leases).
+-- get_replicas), 0 otherwise (missing or still being written). Per shard: one HMGET per key
+-- (an MLA key's reads its node too), then the hits' grants batched (store_grant_leases).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
 -- Returns: per key 1 or 0.
@@ -13,12 +13,12 @@ local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
 local fields = store_grant_fields(F.obj.status)
+local bfields = store_grant_block_fields(fields)
 each_group(function(tag, shard, n)
   local hits, fs, okeys, m = {}, {}, {}, 0
   for _ = 1, n do
     local key = arg()
-    local okey = K.obj(tag, key)
-    local f = redis.call('HMGET', okey, unpack(fields))
+    local okey, f = store_grant_read(tag, key, fields, bfields)
     if f[6] == 'C' then -- the status, after the grant fields
       m = m + 1
       hits[m], fs[m], okeys[m] = key, f, okey

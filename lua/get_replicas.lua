@@ -19,12 +19,12 @@ local ttl, soft_ttl = argn(), argn()
 local now = now_ms()
 local out = {}
 local fields = store_grant_fields(F.obj.replicas, F.obj.status)
+local bfields = store_grant_block_fields(fields)
 each_group(function(tag, shard, n)
   local hits, fs, found, okeys = {}, {}, {}, {}
   for _ = 1, n do
     local key = arg()
-    local okey = K.obj(tag, key)
-    local f = redis.call('HMGET', okey, unpack(fields))
+    local okey, f = store_grant_read(tag, key, fields, bfields)
     if not f[6] then -- the replicas, then the status, after the grant fields
       out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }
     elseif f[7] ~= 'C' and not store_any_complete(store_replicas(f[6])) then

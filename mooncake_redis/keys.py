@@ -21,7 +21,7 @@ from .errors import ErrorCode, MooncakeError
 # Suffixes inside a shard tag (see docs/architecture.md for types and fields).
 SHARD_SUFFIXES: dict[str, str] = {
     "stats": ":stats",  # HASH   per-shard counters; also the shard's anchor key in KEYS
-    # HASH   object metadata, one per object key; a block key's (64 hex digits) object fields
+    # HASH   object metadata, one per object key; a block key's (64 bytes) object fields
     #        live in the block hash below instead (KeySchema.obj, K.obj: the same rule)
     "obj": ":o:",
     # HASH   the block hash: radix node {p parent, g link gen, t created, s score, h hits, ...}
@@ -141,6 +141,15 @@ def node_key_field(prefix_hash: str, key: str) -> str:
 
 
 HEX64 = re.compile(r"[0-9a-f]{64}")  # a block hash (64 lowercase hex digits)
+BLOCK_KEY_BYTES = 64
+
+
+def is_block_key(key: str) -> bool:
+    """Whether key's object lives in the block hash ``:n:<key>`` (a key of 64 bytes, as a
+    block hash is: an MLA key). The same rule as Lua's ``K.is_block``: one length test."""
+    if key.isascii():
+        return len(key) == BLOCK_KEY_BYTES
+    return len(key.encode("utf-8", "surrogatepass")) == BLOCK_KEY_BYTES
 
 
 def node_child_field(child: str) -> bytes:
@@ -190,9 +199,10 @@ class KeySchema:
         return self.shard_tag(shard) + SHARD_SUFFIXES["stats"]
 
     def obj(self, shard: int, key: str) -> str:
-        """The HASH of object key's fields: the block hash ``:n:<key>`` for a block key (one
-        listpack hash per MLA block: its object and its node), ``:o:<key>`` otherwise."""
-        if HEX64.fullmatch(key):
+        """The HASH of object key's fields: the block hash ``:n:<key>`` for a block key
+        (:func:`is_block_key`; one listpack hash per MLA block: its object and its node),
+        ``:o:<key>`` otherwise."""
+        if is_block_key(key):
             return self.shard_tag(shard) + SHARD_SUFFIXES["node"] + key
         return self.shard_tag(shard) + SHARD_SUFFIXES["obj"] + key
 
@@ -229,13 +239,13 @@ class KeySchema:
             return None
         if redis_key.startswith(suffix, end + 1):
             ident = redis_key[end + 1 + len(suffix) :]
-            if name == "obj" and HEX64.fullmatch(ident):
+            if name == "obj" and is_block_key(ident):
                 return None  # a block key's object is never in an :o: hash
             return int(digits), ident
         block = SHARD_SUFFIXES["node"]
         if name == "obj" and redis_key.startswith(block, end + 1):
             ident = redis_key[end + 1 + len(block) :]
-            if HEX64.fullmatch(ident):
+            if is_block_key(ident):
                 return int(digits), ident
         return None
 
@@ -285,13 +295,16 @@ def lua_key_functions() -> str:
         "function K.shard(tag, shard) return string.sub(tag, 1, string.find(tag, ':', 1, true))"
         " .. shard .. '}' end"
     )
-    # A block key (64 lowercase hex digits) keeps its object's fields in its block hash.
+    # A block key (64 bytes, as an MLA key) keeps its object's fields in its block hash.
+    lines.append(f"function K.is_block(id) return #id == {BLOCK_KEY_BYTES} end")
+    block, own = SHARD_SUFFIXES["node"], SHARD_SUFFIXES["obj"]
     lines.append(
-        "function K.is_block(id) return #id == 64 and not string.find(id, '[^0-9a-f]') end"
+        f"function K.obj(tag, id) if K.is_block(id) then return tag .. '{block}' .. id end"
+        f" return tag .. '{own}' .. id end"
     )
-    lines.append(
-        f"function K.obj(tag, id) if K.is_block(id) then return tag .. '{SHARD_SUFFIXES['node']}'"
-        f" .. id end return tag .. '{SHARD_SUFFIXES['obj']}' .. id end"
+    lines.append(  # the same, and whether it is a block hash
+        f"function K.obj_at(tag, id) if K.is_block(id) then return tag .. '{block}' .. id, true"
+        f" end return tag .. '{own}' .. id, false end"
     )
     for name, suffix in {**SHARD_SUFFIXES, **SEGMENT_SUFFIXES}.items():
         if name == "obj":

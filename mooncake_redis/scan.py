@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .backend import Backend
-from .keys import HASH_FIELDS, HEX64, KeySchema
+from .keys import HASH_FIELDS, KeySchema, is_block_key
 from .records import _s
 
 
@@ -46,7 +46,7 @@ async def shard_ids(backend: Backend, keys: KeySchema, name: str) -> dict[int, l
         parsed = keys.parse(redis_key, name)
         if parsed is None:
             continue
-        if HEX64.fullmatch(parsed[1]) and keys.node(*parsed) == redis_key:
+        if is_block_key(parsed[1]) and keys.node(*parsed) == redis_key:
             blocks.append((redis_key, *parsed))
         else:
             out.setdefault(parsed[0], set()).add(parsed[1])

@@ -603,7 +603,9 @@ end
 -- the fields that change, and one ZADD XX moves those that are leaves (no children) in the leaf
 -- index (its score: the node's s, or tiered its tier score: the found tier, the same for every
 -- node touched now, computed once). Two calls per node (HMGET, HSET), at most one per shard
--- (none without nodes: not even the tier state is read).
+-- (none without nodes: not even the tier state is read). A node entry with t.g (a block key's
+-- HMGET of its block hash: the node's fields at t.nb + 1) is not read again, and its object's
+-- grant (t.l, t.sp: the new lease and soft pin, or false) goes in the node's HSET.
 local function radix_touch(tag, nodes)
   if #nodes == 0 then
     return
@@ -616,13 +618,34 @@ local function radix_touch(tag, nodes)
     found = radix_num(radix_tier_score(tiered, tiered.clock, 1, false))
   end
   for _, t in ipairs(nodes) do
-    local nkey = K.node(tag, t[1])
-    local f = redis.call('HMGET', nkey, unpack(fields))
+    local g, o = t.g, t.nb -- a block key's read (store_grant_leases): the node's fields at o + 1
+    local nkey, f
+    if g then
+      nkey, f = t.okey, { g[o + 1], g[o + 2], g[o + 3], g[o + 4] }
+    else
+      nkey = K.node(tag, t[1])
+      f = redis.call('HMGET', nkey, unpack(fields))
+    end
     if f[1] or f[2] then -- radix_create writes both; neither: no node
       local s = radix_touch_score(f, t[2])
       local hits = (tonumber(f[2]) or 0) + t[3]
       local restamp = clock and f[4] ~= clock -- only the fields that change are written
-      if s ~= f[1] then
+      if g then -- one HSET of the block hash: the object's grant (t.l, t.sp) and the node's
+        local w = { F.node.hits, hits }
+        if s ~= f[1] then
+          w[#w + 1], w[#w + 2] = F.node.score, s
+        end
+        if restamp then
+          w[#w + 1], w[#w + 2] = F.node.stamp, clock
+        end
+        if t.l then
+          w[#w + 1], w[#w + 2] = F.obj.lease_ms, t.l
+        end
+        if t.sp then
+          w[#w + 1], w[#w + 2] = F.obj.soft_pin_ms, t.sp
+        end
+        redis.call('HSET', nkey, unpack(w))
+      elseif s ~= f[1] then
         if restamp then
           redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits, F.node.stamp, clock)
         else
@@ -636,6 +659,14 @@ local function radix_touch(tag, nodes)
       if f[3] == '0' or not f[3] then -- a leaf
         leaves[#leaves + 1] = found or s
         leaves[#leaves + 1] = t[1]
+      end
+    elseif g and (t.l or t.sp) then -- no node: the object's grant alone
+      if t.l and t.sp then
+        redis.call('HSET', nkey, F.obj.lease_ms, t.l, F.obj.soft_pin_ms, t.sp)
+      elseif t.l then
+        redis.call('HSET', nkey, F.obj.lease_ms, t.l)
+      else
+        redis.call('HSET', nkey, F.obj.soft_pin_ms, t.sp)
       end
     end
   end

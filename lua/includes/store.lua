@@ -261,12 +261,40 @@ local function store_ms(x)
   return radix_fmt('%d', x)
 end
 
+-- The node fields a lease grant's radix_touch reads (radix.lua RADIX_TOUCH_TIER_FIELDS).
+local STORE_TOUCH_FIELDS = { F.node.score, F.node.hits, F.node.nchildren, F.node.stamp }
+
+-- fields (store_grant_fields) and, after them, the node fields a grant reads: what one HMGET
+-- of a block hash reads for a block key's grant (its object and its node share the hash).
+local function store_grant_block_fields(fields)
+  local b = { unpack(fields) }
+  for _, name in ipairs(STORE_TOUCH_FIELDS) do
+    b[#b + 1] = name
+  end
+  return b
+end
+
+-- The object hash of key and its HMGET of fields, or for a block key of bfields
+-- (store_grant_block_fields) with reply.node = #fields (where the node's fields start, after
+-- pl): store_grant_leases then writes the object's grant and its node's touch in one HSET.
+local function store_grant_read(tag, key, fields, bfields)
+  local okey, blk = K.obj_at(tag, key)
+  if blk then
+    local f = redis.call('HMGET', okey, unpack(bfields))
+    f.node = #fields
+    return okey, f
+  end
+  return okey, redis.call('HMGET', okey, unpack(fields))
+end
+
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
 -- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET of what changes
 -- (none when both already reach that far); then the lease index in one ZADD, and each radix
 -- node once with its newest lease and grant count (radix_touch). keys: the hits (a key may
--- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first, pl last); okeys
--- (optional): their object keys, as the caller's HMGET built them. Times
+-- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first, pl last)
+-- or of store_grant_read; okeys (optional): their object keys, as the caller's HMGET built
+-- them. A block key that is its own prefix (an MLA key; read by store_grant_read) has its
+-- object's grant written with its node's touch, in one HSET (radix_touch, no HMGET). Times
 -- stay decimal strings (radix_ms_max): no tonumber per key, and a lease goes back to Redis as
 -- read or as the one now + ttl string of the call. Returns the leases (strings), in keys order.
 local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
@@ -280,7 +308,11 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
     local lease = radix_ms_max(g[1], floor)
     local sp = g[2] -- absent: no soft pin
     local soft = sp and radix_ms_max(sp, soft_floor)
-    if lease ~= g[1] or soft ~= sp then
+    local nb = g.node -- the node's fields follow in g: a block key read by store_grant_read
+    local pl = g[nb or #g]
+    -- The node is this very hash: the key is its own prefix (no pfx, no pl) and registered.
+    local merged = nb and g[4] == '1' and not g[5] and not pl
+    if not merged and (lease ~= g[1] or soft ~= sp) then
       local okey = okeys and okeys[i] or K.obj(tag, key)
       if lease == g[1] then
         redis.call('HSET', okey, F.obj.soft_pin_ms, soft)
@@ -295,7 +327,7 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
       indexed[#indexed + 1] = key
     end
     if g[4] == '1' then
-      local pfx = store_prefix(key, g[5], g[#g])
+      local pfx = store_prefix(key, g[5], pl)
       local t = touched[pfx]
       if t then
         t[2], t[3] = radix_ms_max(t[2], lease), t[3] + 1
@@ -303,6 +335,10 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
         t = { pfx, lease, 1 }
         touched[pfx] = t
         nodes[#nodes + 1] = t
+      end
+      if merged then -- all of a call's reads precede its writes: a repeat reads the same
+        t.g, t.nb, t.okey = g, nb, okeys and okeys[i] or K.obj(tag, key)
+        t.l, t.sp = lease ~= g[1] and lease, soft ~= sp and soft
       end
     end
     leases[i] = lease
