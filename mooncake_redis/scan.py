@@ -2,7 +2,7 @@
 
 The layout keeps no per-shard SET of object keys or node hashes (each cost about 90-130 B per
 object): the keyspace itself is the index. The rare readers (fsck, inspect, the regex RPCs,
-RemoveAll) walk each primary once with ``SCAN MATCH {<ns>:*}:o:*`` (or ``:n:``) and sort what
+RemoveAll) walk each primary once with ``SCAN MATCH {<ns>:*}:[on]:*`` (or ``:n:``) and sort what
 they find by shard; :meth:`KeySchema.parse` drops keys the glob over-matches. SCAN returns every
 key present for the whole walk at least once (possibly twice: callers deduplicate).
 """

@@ -63,3 +63,13 @@ def test_bench_wire_sections(
                    "put_4KiB_per_s", "get_4KiB_per_s", "is_exist_per_s"):  # fmt: skip
         row = wire[metric]
         assert row["real master"] > 0 and row["1 worker"] > 0 and row["3 workers"] > 0, row
+
+
+async def test_bench_prefix_finds_what_the_index_finds(redis_url: str) -> None:
+    """The prefix section's SCAN baseline finds each probed block's objects (schema 6: an MLA
+    object is in its block hash), or the bench fails before it reports a figure."""
+    from mooncake_redis.bench.prefix import bench_prefix
+
+    res = await bench_prefix(redis_url, (300, 600), queries=20, scan_queries=2)
+    assert res["300"]["index"]["p50_ms"] > 0 and res["600"]["scan"]["p50_ms"] > 0
+    assert res["p50_ratio_large_vs_small"] > 0

@@ -6,6 +6,7 @@ import random
 from functools import partial
 from typing import Any
 
+from ..keys import glob_escape
 from .common import (
     BenchFailure,
     drop_namespace,
@@ -19,8 +20,11 @@ from .common import (
 
 
 async def scan_for_prefix(svc: Any, prefix: str) -> list[bytes]:
-    """Without the index: SCAN the whole namespace for the prefix's object keys."""
-    return await scan_namespace(svc, "{" + svc.config.namespace + ":*}:o:" + prefix + "*", 1000)
+    """Without the index: SCAN the whole namespace for the prefix's object hashes: ``:o:``
+    hashes and the block hashes ``:n:`` of 64-byte keys (schema 6, keys.KeySchema.obj). A
+    block hash holding only a node matches too; the bench's MLA blocks all hold their object."""
+    ns = glob_escape(svc.config.namespace)
+    return await scan_namespace(svc, "{" + ns + ":*}:[on]:" + glob_escape(prefix) + "*", 1000)
 
 
 async def bench_prefix(
