@@ -27,6 +27,6 @@ each_group(function(tag, shard, n)
       out[#out + 1] = 0
     end
   end
-  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys)
+  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, #fields)
 end)
 return out

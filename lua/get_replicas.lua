@@ -39,7 +39,7 @@ each_group(function(tag, shard, n)
       okeys[#okeys + 1] = okey
     end
   end
-  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys)) do
+  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, #fields)) do
     found[i][4] = lease
   end
 end)

@@ -590,11 +590,11 @@ end
 local RADIX_TOUCH_FIELDS = { F.node.score, F.node.hits, F.node.nchildren }
 local RADIX_TOUCH_TIER_FIELDS = { F.node.score, F.node.hits, F.node.nchildren, F.node.stamp }
 
--- A node's leaf score after a lease grant on one of its keys, from its RADIX_TOUCH_FIELDS
--- values f and the lease (decimal strings): the newest lease (lease order, as Mooncake's
--- eviction). The one place of the rule.
-local function radix_touch_score(f, lease)
-  return radix_ms_max(f[1], lease)
+-- A node's leaf score after a lease grant on one of its keys, from its score s (false: none)
+-- and the lease (decimal strings): the newest lease (lease order, as Mooncake's eviction).
+-- The one place of the rule.
+local function radix_touch_score(s, lease)
+  return radix_ms_max(s, lease)
 end
 
 -- Lease grants on keys of the radix nodes of one shard, one entry per node {hash, newest lease
@@ -619,33 +619,35 @@ local function radix_touch(tag, nodes)
   end
   for _, t in ipairs(nodes) do
     local g, o = t.g, t.nb -- a block key's read (store_grant_leases): the node's fields at o + 1
-    local nkey, f
+    local nkey, f1, f2, f3, f4 -- the node's score, hits, child count, stamp
     if g then
-      nkey, f = t.okey, { g[o + 1], g[o + 2], g[o + 3], g[o + 4] }
+      nkey, f1, f2, f3, f4 = t.okey, g[o + 1], g[o + 2], g[o + 3], g[o + 4]
     else
       nkey = K.node(tag, t[1])
-      f = redis.call('HMGET', nkey, unpack(fields))
+      local f = redis.call('HMGET', nkey, unpack(fields))
+      f1, f2, f3, f4 = f[1], f[2], f[3], f[4]
     end
-    if f[1] or f[2] then -- radix_create writes both; neither: no node
-      local s = radix_touch_score(f, t[2])
-      local hits = (tonumber(f[2]) or 0) + t[3]
-      local restamp = clock and f[4] ~= clock -- only the fields that change are written
+    if f1 or f2 then -- radix_create writes both; neither: no node
+      local s = radix_touch_score(f1, t[2])
+      local hits = (tonumber(f2) or 0) + t[3]
+      local restamp = clock and f4 ~= clock -- only the fields that change are written
       if g then -- one HSET of the block hash: the object's grant (t.l, t.sp) and the node's
-        local w = { F.node.hits, hits }
-        if s ~= f[1] then
-          w[#w + 1], w[#w + 2] = F.node.score, s
+        local w = { F.node.hits, hits, false, false, false, false, false, false, false, false }
+        local n = 2
+        if s ~= f1 then
+          w[3], w[4], n = F.node.score, s, 4
         end
         if restamp then
-          w[#w + 1], w[#w + 2] = F.node.stamp, clock
+          w[n + 1], w[n + 2], n = F.node.stamp, clock, n + 2
         end
         if t.l then
-          w[#w + 1], w[#w + 2] = F.obj.lease_ms, t.l
+          w[n + 1], w[n + 2], n = F.obj.lease_ms, t.l, n + 2
         end
         if t.sp then
-          w[#w + 1], w[#w + 2] = F.obj.soft_pin_ms, t.sp
+          w[n + 1], w[n + 2], n = F.obj.soft_pin_ms, t.sp, n + 2
         end
-        redis.call('HSET', nkey, unpack(w))
-      elseif s ~= f[1] then
+        redis.call('HSET', nkey, unpack(w, 1, n))
+      elseif s ~= f1 then
         if restamp then
           redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits, F.node.stamp, clock)
         else
@@ -656,7 +658,7 @@ local function radix_touch(tag, nodes)
       else
         redis.call('HSET', nkey, F.node.hits, hits)
       end
-      if f[3] == '0' or not f[3] then -- a leaf
+      if f3 == '0' or not f3 then -- a leaf
         leaves[#leaves + 1] = found or s
         leaves[#leaves + 1] = t[1]
       end

@@ -275,16 +275,11 @@ local function store_grant_block_fields(fields)
 end
 
 -- The object hash of key and its HMGET of fields, or for a block key of bfields
--- (store_grant_block_fields) with reply.node = #fields (where the node's fields start, after
--- pl): store_grant_leases then writes the object's grant and its node's touch in one HSET.
+-- (store_grant_block_fields: the node's fields after pl, at #fields + 1): store_grant_leases
+-- then writes the object's grant and its node's touch in one HSET.
 local function store_grant_read(tag, key, fields, bfields)
   local okey, blk = K.obj_at(tag, key)
-  if blk then
-    local f = redis.call('HMGET', okey, unpack(bfields))
-    f.node = #fields
-    return okey, f
-  end
-  return okey, redis.call('HMGET', okey, unpack(fields))
+  return okey, redis.call('HMGET', okey, unpack(blk and bfields or fields))
 end
 
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
@@ -293,11 +288,12 @@ end
 -- node once with its newest lease and grant count (radix_touch). keys: the hits (a key may
 -- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first, pl last)
 -- or of store_grant_read; okeys (optional): their object keys, as the caller's HMGET built
--- them. A block key that is its own prefix (an MLA key; read by store_grant_read) has its
+-- them; nb (optional): #fields of store_grant_read (a longer reply read a block hash's node
+-- fields too). A block key that is its own prefix (an MLA key; read by store_grant_read) has its
 -- object's grant written with its node's touch, in one HSET (radix_touch, no HMGET). Times
 -- stay decimal strings (radix_ms_max): no tonumber per key, and a lease goes back to Redis as
 -- read or as the one now + ttl string of the call. Returns the leases (strings), in keys order.
-local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
+local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys, nb)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
   if #keys == 0 then
     return leases
@@ -308,10 +304,10 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
     local lease = radix_ms_max(g[1], floor)
     local sp = g[2] -- absent: no soft pin
     local soft = sp and radix_ms_max(sp, soft_floor)
-    local nb = g.node -- the node's fields follow in g: a block key read by store_grant_read
     local pl = g[nb or #g]
-    -- The node is this very hash: the key is its own prefix (no pfx, no pl) and registered.
-    local merged = nb and g[4] == '1' and not g[5] and not pl
+    -- The node is this very hash: a block hash's read (the node's fields follow pl), the key
+    -- its own prefix (no pfx, no pl) and registered.
+    local merged = nb and #g > nb and g[4] == '1' and not g[5] and not pl
     if not merged and (lease ~= g[1] or soft ~= sp) then
       local okey = okeys and okeys[i] or K.obj(tag, key)
       if lease == g[1] then
@@ -332,7 +328,7 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys)
       if t then
         t[2], t[3] = radix_ms_max(t[2], lease), t[3] + 1
       else
-        t = { pfx, lease, 1 }
+        t = { pfx, lease, 1, g = false, nb = false, okey = false, l = false, sp = false } -- sized once
         touched[pfx] = t
         nodes[#nodes + 1] = t
       end
