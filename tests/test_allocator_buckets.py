@@ -302,3 +302,24 @@ async def test_pending_and_confirm_read_records_written_out_of_place(make_servic
     assert all(v.endswith(b"|") for f, v in after.items() if not f.endswith(b"k"))
     [st] = await svc.segment_stats()
     assert (st.allocations, st.pending) == (8, 0)
+
+
+async def test_a_refused_put_leaves_an_empty_segment_as_it_was(make_service: Any) -> None:
+    """A put that reserved on an empty segment and was then refused (the key is another
+    client's put in progress) undoes its reservation and leaves no bucket shift behind: the
+    segment's info is what it was (test_fuzz_http found the leftover ak)."""
+    from mooncake_redis import MooncakeError
+
+    svc = await mounted(make_service, 1 << 20)
+    await svc.put_start(C, "obj-a", [978], ReplicateConfig(preferred_segment="s"))
+    await svc.mount_segment(Segment("e", "e", 1 << 41, 1 << 20), C)
+    info = svc.keys.segment_anchor("e")
+    before = await svc.backend.client.hgetall(info)
+    try:
+        await svc.put_start("other", "obj-a", [978], ReplicateConfig(preferred_segment="e"))
+    except MooncakeError as e:
+        assert e.code.name == "OBJECT_ALREADY_EXISTS"
+    else:
+        raise AssertionError("a second client's put of a key in progress was accepted")
+    assert await svc.backend.client.hgetall(info) == before
+    await assert_clean(svc)

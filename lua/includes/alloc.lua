@@ -140,10 +140,20 @@ local function alloc_seg(stag)
   return s
 end
 
+-- A segment left empty (no record, no bucket) keeps no bucket shift: alloc_begin picks it again
+-- from the next first size anyway, and a put refused after its reservation was undone leaves
+-- the segment as it found it.
 local function alloc_flush(seg)
   if seg.dirty then
-    redis.call('HSET', K.info(seg.stag), F.info.allocated, seg.allocated, F.info.allocations,
-      seg.n, F.info.pending, seg.np, F.info.bucket_shift, seg.ak or '')
+    if seg.n == 0 and redis.call('EXISTS', K.alloc_index(seg.stag)) == 0 then
+      seg.ak = nil
+      redis.call('HSET', K.info(seg.stag), F.info.allocated, seg.allocated, F.info.allocations,
+        seg.n, F.info.pending, seg.np)
+      redis.call('HDEL', K.info(seg.stag), F.info.bucket_shift)
+    else
+      redis.call('HSET', K.info(seg.stag), F.info.allocated, seg.allocated, F.info.allocations,
+        seg.n, F.info.pending, seg.np, F.info.bucket_shift, seg.ak or '')
+    end
     seg.dirty = false
   end
 end
