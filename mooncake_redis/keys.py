@@ -298,14 +298,11 @@ def lua_key_functions() -> str:
     # A block key (64 bytes, as an MLA key) keeps its object's fields in its block hash.
     lines.append(f"function K.is_block(id) return #id == {BLOCK_KEY_BYTES} end")
     block, own = SHARD_SUFFIXES["node"], SHARD_SUFFIXES["obj"]
-    lines.append(
-        f"function K.obj(tag, id) if K.is_block(id) then return tag .. '{block}' .. id end"
-        f" return tag .. '{own}' .. id end"
-    )
-    lines.append(  # the same, and whether it is a block hash
+    lines.append(  # the object hash of id, and whether it is a block hash
         f"function K.obj_at(tag, id) if K.is_block(id) then return tag .. '{block}' .. id, true"
         f" end return tag .. '{own}' .. id, false end"
     )
+    lines.append("function K.obj(tag, id) return (K.obj_at(tag, id)) end")
     for name, suffix in {**SHARD_SUFFIXES, **SEGMENT_SUFFIXES}.items():
         if name == "obj":
             continue

@@ -627,27 +627,36 @@ local function radix_touch(tag, nodes)
       local f = redis.call('HMGET', nkey, unpack(fields))
       f1, f2, f3, f4 = f[1], f[2], f[3], f[4]
     end
-    if f1 or f2 then -- radix_create writes both; neither: no node
-      local s = radix_touch_score(f1, t[2])
-      local hits = (tonumber(f2) or 0) + t[3]
-      local restamp = clock and f4 ~= clock -- only the fields that change are written
-      if g then -- one HSET of the block hash: the object's grant (t.l, t.sp) and the node's
-        local w = { F.node.hits, hits, false, false, false, false, false, false, false, false }
-        local n = 2
+    local node = f1 or f2 -- radix_create writes both; neither: no node
+    local s, hits, restamp
+    if node then
+      s = radix_touch_score(f1, t[2])
+      hits = (tonumber(f2) or 0) + t[3]
+      restamp = clock and f4 ~= clock -- only the fields that change are written
+    end
+    if g then -- one HSET of the block hash: the object's grant (t.l, t.sp) and the node's
+      local w = { false, false, false, false, false, false, false, false, false, false }
+      local n = 0
+      if node then
+        w[1], w[2], n = F.node.hits, hits, 2
         if s ~= f1 then
           w[3], w[4], n = F.node.score, s, 4
         end
         if restamp then
           w[n + 1], w[n + 2], n = F.node.stamp, clock, n + 2
         end
-        if t.l then
-          w[n + 1], w[n + 2], n = F.obj.lease_ms, t.l, n + 2
-        end
-        if t.sp then
-          w[n + 1], w[n + 2], n = F.obj.soft_pin_ms, t.sp, n + 2
-        end
+      end
+      if t.l then
+        w[n + 1], w[n + 2], n = F.obj.lease_ms, t.l, n + 2
+      end
+      if t.sp then
+        w[n + 1], w[n + 2], n = F.obj.soft_pin_ms, t.sp, n + 2
+      end
+      if n > 0 then
         redis.call('HSET', nkey, unpack(w, 1, n))
-      elseif s ~= f1 then
+      end
+    elseif node then
+      if s ~= f1 then
         if restamp then
           redis.call('HSET', nkey, F.node.score, s, F.node.hits, hits, F.node.stamp, clock)
         else
@@ -658,18 +667,10 @@ local function radix_touch(tag, nodes)
       else
         redis.call('HSET', nkey, F.node.hits, hits)
       end
-      if f3 == '0' or not f3 then -- a leaf
-        leaves[#leaves + 1] = found or s
-        leaves[#leaves + 1] = t[1]
-      end
-    elseif g and (t.l or t.sp) then -- no node: the object's grant alone
-      if t.l and t.sp then
-        redis.call('HSET', nkey, F.obj.lease_ms, t.l, F.obj.soft_pin_ms, t.sp)
-      elseif t.l then
-        redis.call('HSET', nkey, F.obj.lease_ms, t.l)
-      else
-        redis.call('HSET', nkey, F.obj.soft_pin_ms, t.sp)
-      end
+    end
+    if node and (f3 == '0' or not f3) then -- a leaf
+      leaves[#leaves + 1] = found or s
+      leaves[#leaves + 1] = t[1]
     end
   end
   zadd_pairs(K.leaves(tag), 'XX', leaves)

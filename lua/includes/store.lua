@@ -261,14 +261,11 @@ local function store_ms(x)
   return radix_fmt('%d', x)
 end
 
--- The node fields a lease grant's radix_touch reads (radix.lua RADIX_TOUCH_TIER_FIELDS).
-local STORE_TOUCH_FIELDS = { F.node.score, F.node.hits, F.node.nchildren, F.node.stamp }
-
 -- fields (store_grant_fields) and, after them, the node fields a grant reads: what one HMGET
 -- of a block hash reads for a block key's grant (its object and its node share the hash).
 local function store_grant_block_fields(fields)
   local b = { unpack(fields) }
-  for _, name in ipairs(STORE_TOUCH_FIELDS) do
+  for _, name in ipairs(RADIX_TOUCH_TIER_FIELDS) do -- what radix_touch reads (radix.lua)
     b[#b + 1] = name
   end
   return b
