@@ -14,17 +14,21 @@ local now = now_ms()
 local out = {}
 local fields = store_grant_fields(F.obj.status)
 local bfields = store_grant_block_fields(fields)
+local o = 0
 each_group(function(tag, shard, n)
   local hits, fs, okeys, m = {}, {}, {}, 0
-  for _ = 1, n do
-    local key = arg()
+  local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
+  cursor.i = c + n
+  for j = c + 1, c + n do
+    local key = ARGV[j]
     local okey, f = store_grant_read(tag, key, fields, bfields)
+    o = o + 1
     if f[6] == 'C' then -- the status, after the grant fields
       m = m + 1
       hits[m], fs[m], okeys[m] = key, f, okey
-      out[#out + 1] = 1
+      out[o] = 1
     else
-      out[#out + 1] = 0
+      out[o] = 0
     end
   end
   store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, #fields)

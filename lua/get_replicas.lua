@@ -22,8 +22,10 @@ local fields = store_grant_fields(F.obj.replicas, F.obj.status)
 local bfields = store_grant_block_fields(fields)
 each_group(function(tag, shard, n)
   local hits, fs, found, okeys = {}, {}, {}, {}
-  for _ = 1, n do
-    local key = arg()
+  local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
+  cursor.i = c + n
+  for j = c + 1, c + n do
+    local key = ARGV[j]
     local okey, f = store_grant_read(tag, key, fields, bfields)
     if not f[6] then -- the replicas, then the status, after the grant fields
       out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }

@@ -298,8 +298,8 @@ def lua_key_functions() -> str:
     # A block key (64 bytes, as an MLA key) keeps its object's fields in its block hash.
     lines.append(f"function K.is_block(id) return #id == {BLOCK_KEY_BYTES} end")
     block, own = SHARD_SUFFIXES["node"], SHARD_SUFFIXES["obj"]
-    lines.append(  # the object hash of id, and whether it is a block hash
-        f"function K.obj_at(tag, id) if K.is_block(id) then return tag .. '{block}' .. id, true"
+    lines.append(  # the object hash of id, and whether it is a block hash (K.is_block inlined)
+        f"function K.obj_at(tag, id) if #id == {BLOCK_KEY_BYTES} then return tag .. '{block}' .. id, true"
         f" end return tag .. '{own}' .. id, false end"
     )
     lines.append("function K.obj(tag, id) return (K.obj_at(tag, id)) end")

@@ -174,15 +174,21 @@ end
 -- turnover T and the logical clock (blocks evicted so far), both published by the evictor
 -- after each pass. Read once per shard and script call.
 local radix_tier_cache = {}
+-- The parsed protections per offsets string: every shard holds the same one, parsed once.
+local radix_tier_offsets = {}
 
 -- Records the tier state of shard tag from its stats fields (offsets, turnover, clock: strings
 -- or false) as a caller read them, so that radix_tier_state needs no read of its own.
 local function radix_tier_prime(tag, offsets, turnover, clock)
   local st = false
   if offsets then
-    local off = {}
-    for v in string.gmatch(offsets, '[^/]+') do
-      table.insert(off, tonumber(v) or 0)
+    local off = radix_tier_offsets[offsets]
+    if not off then
+      off = {}
+      for v in string.gmatch(offsets, '[^/]+') do
+        off[#off + 1] = tonumber(v) or 0
+      end
+      radix_tier_offsets[offsets] = off
     end
     st = { off = off, turnover = tonumber(turnover) or 0, clock = tonumber(clock) or 0 }
     st.clock_s = string.format('%d', st.clock)
@@ -611,6 +617,7 @@ local function radix_touch(tag, nodes)
     return
   end
   local leaves = {}
+  local w = { false, false, false, false, false, false, false, false, false, false } -- reused
   local tiered = radix_tier_state(tag)
   local fields, clock, found = RADIX_TOUCH_FIELDS, nil, nil
   if tiered then -- found now: a new stamp, and the leaf scored by its tier (hits > 0: found)
@@ -635,8 +642,7 @@ local function radix_touch(tag, nodes)
       restamp = clock and f4 ~= clock -- only the fields that change are written
     end
     if g then -- one HSET of the block hash: the object's grant (t.l, t.sp) and the node's
-      local w = { false, false, false, false, false, false, false, false, false, false }
-      local n = 0
+      local n = 0 -- w's first n entries are this node's (unpack(w, 1, n))
       if node then
         w[1], w[2], n = F.node.hits, hits, 2
         if s ~= f1 then
