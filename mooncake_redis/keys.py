@@ -299,8 +299,8 @@ def lua_key_functions() -> str:
     lines.append(f"function K.is_block(id) return #id == {BLOCK_KEY_BYTES} end")
     block, own = SHARD_SUFFIXES["node"], SHARD_SUFFIXES["obj"]
     lines.append(  # the object hash of id, and whether it is a block hash (K.is_block inlined)
-        f"function K.obj_at(tag, id) if #id == {BLOCK_KEY_BYTES} then return tag .. '{block}' .. id, true"
-        f" end return tag .. '{own}' .. id, false end"
+        f"function K.obj_at(tag, id) if #id == {BLOCK_KEY_BYTES} then"
+        f" return tag .. '{block}' .. id, true end return tag .. '{own}' .. id, false end"
     )
     lines.append("function K.obj(tag, id) return (K.obj_at(tag, id)) end")
     for name, suffix in {**SHARD_SUFFIXES, **SEGMENT_SUFFIXES}.items():
