@@ -197,22 +197,21 @@ each_group(function(tag, shard, n)
         reps[#reps + 1] = { id = id, st = 'P', ref = ref, off = A[r + 1], len = A[r + 2] }
         ids[#ids + 1] = id
       end
+      -- Sized once by its constructor (the optional fields fill the falses; HSET takes nf).
       local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, size,
-        F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, store_encode(reps) }
-      store_prefix_fields(key, prefix, fields)
+        F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, store_encode(reps),
+        false, false, false, false, false, false, false, false }
+      local nf = store_prefix_fields(key, prefix, fields, 14)
       if A[i + 4] == '1' then
-        fields[#fields + 1] = F.obj.soft_pin_ms
-        fields[#fields + 1] = string.format('%d', now + soft_ttl)
+        fields[nf + 1], fields[nf + 2], nf = F.obj.soft_pin_ms, string.format('%d', now + soft_ttl), nf + 2
       end
       if A[i + 5] == '1' then
-        fields[#fields + 1] = F.obj.hard_pin
-        fields[#fields + 1] = '1'
+        fields[nf + 1], fields[nf + 2], nf = F.obj.hard_pin, '1', nf + 2
       end
       if radix_on == 1 then
-        fields[#fields + 1] = F.obj.radix
-        fields[#fields + 1] = '1'
+        fields[nf + 1], fields[nf + 2], nf = F.obj.radix, '1', nf + 2
       end
-      redis.call('HSET', okey, unpack(fields))
+      redis.call('HSET', okey, unpack(fields, 1, nf))
       proc[#proc + 1] = now_s
       proc[#proc + 1] = key
       objs = objs + 1

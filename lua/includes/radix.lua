@@ -281,7 +281,7 @@ end
 -- Creates node h if absent. With acc, the caller has seen that h does not exist (no EXISTS) and
 -- the node counter goes to acc. extra (optional): more field, value pairs written in the same
 -- HSET (a caller's first writes to the new node), after the defaults.
-local function radix_create(tag, h, now, acc, extra)
+local function radix_create(tag, h, now, acc, extra, nextra)
   local nkey = K.node(tag, h)
   if not acc and radix_exists(tag, h) then
     return false
@@ -290,9 +290,9 @@ local function radix_create(tag, h, now, acc, extra)
   -- Tiered: the node's stamp (radix_tier_stamp) in the same HSET.
   local st = radix_tier_state(tag)
   if extra and st then
-    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s, unpack(extra))
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s, unpack(extra, 1, nextra or #extra))
   elseif extra then
-    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', unpack(extra))
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', unpack(extra, 1, nextra or #extra))
   elseif st then
     redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s)
   else
@@ -361,14 +361,17 @@ end
 -- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,
 -- children count, tier stamp, hits, exposed} (the last three: its tiered leaf score, no read). A caller that checks the node before its own writes (put_start) reads it
 -- once and passes it to radix_attach. With key (the one key the caller will attach), also
--- whether key is registered and the key count (f.kf, f.has, f.nk): radix_attach then writes
+-- whether key is registered and the key count (f[9], and f[RADIX_PRE_KF], f[RADIX_PRE_NK] with
+-- the key at f[RADIX_PRE_KEY]; without key, f[RADIX_PRE_KF] is nil): radix_attach then writes
 -- the node in one HSET instead of HSETNX + HINCRBY.
+local RADIX_PRE_KEY, RADIX_PRE_KF, RADIX_PRE_NK = 11, 12, 13 -- radix_pre's key slots (f[9]: has)
 local function radix_pre(tag, h, key)
   local f
   if key then
     local kf = radix_key_field(h, key)
     f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys)
-    f.key, f.kf, f.has, f.nk = key, kf, f[9], tonumber(f[10]) or 0
+    -- in the reply's own array slots (its part is 16 long after 10 replies): no hash part
+    f[RADIX_PRE_KEY], f[RADIX_PRE_KF], f[RADIX_PRE_NK] = key, kf, tonumber(f[10]) or 0
   else
     f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed)
   end
@@ -396,25 +399,26 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   local score = tonumber(f[2]) or 0
   -- The node's writes in one HSET: the parent fields if they change and, when pre read the one
   -- key (f.kf), its registration and the key count.
-  local w = {}
+  local w, n = { false, false, false, false, false, false, false, false, false, false }, 0
   if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
-    w = { F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen }
+    w[1], w[2], w[3], w[4], w[5], w[6], n = F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen, 6
   end
-  local one = f.kf and #keys == 1 and keys[1] == f.key
-  if one and not f.has then
-    w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = f.kf, '1', F.node.nkeys, f.nk + 1
+  local kf = f[RADIX_PRE_KF]
+  local one = kf and #keys == 1 and keys[1] == f[RADIX_PRE_KEY]
+  if one and not f[9] then
+    w[n + 1], w[n + 2], w[n + 3], w[n + 4], n = kf, '1', F.node.nkeys, string.format('%d', f[RADIX_PRE_NK] + 1), n + 4
     own.rkeys = own.rkeys + 1
   end
   local st = radix_tier_state(tag)
   if not cur then
-    radix_create(tag, h, now, own, w)
+    radix_create(tag, h, now, own, w, n)
     score = now
     if st then -- a new node: stamped now, no hits, not exposed
       score = string.format('%.17g', radix_tier_score(st, st.clock, '0', false))
     end
   else
-    if #w > 0 then
-      redis.call('HSET', nkey, unpack(w))
+    if n > 0 then
+      redis.call('HSET', nkey, unpack(w, 1, n))
     end
     if st then -- attach writes none of the fields the tier score reads
       score = string.format('%.17g', radix_tier_score(st, f[6], f[7], f[8]))

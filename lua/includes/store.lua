@@ -30,15 +30,17 @@ local function store_prefix(key, pfx, pl)
   return key
 end
 
--- Appends to fields the object fields that record prefix for key (none when it is the key).
-local function store_prefix_fields(key, prefix, fields)
+-- Writes into fields after its first n entries the object fields that record prefix for key
+-- (none when it is the key). Returns the new count (fields may be pre-sized: not #fields).
+local function store_prefix_fields(key, prefix, fields, n)
   if prefix == key then
-    return
+    return n
   elseif string.sub(key, 1, #prefix) == prefix then
-    fields[#fields + 1], fields[#fields + 2] = F.obj.prefix_len, string.format('%d', #prefix)
+    fields[n + 1], fields[n + 2] = F.obj.prefix_len, string.format('%d', #prefix)
   else
-    fields[#fields + 1], fields[#fields + 2] = F.obj.prefix, prefix
+    fields[n + 1], fields[n + 2] = F.obj.prefix, prefix
   end
+  return n + 2
 end
 
 -- Every object field (F.obj's stored names), sorted: what a block key's object is in its block hash.
@@ -322,16 +324,19 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys, nb)
     if g[4] == '1' then
       local pfx = store_prefix(key, g[5], pl)
       local t = touched[pfx]
+      -- merged: the node's HSET carries the object's grant (radix_touch); all of a call's reads
+      -- precede its writes, so a repeat read the same and its entry is the first one's
+      local okey = merged and (okeys and okeys[i] or K.obj(tag, key))
+      local tl, tsp = merged and lease ~= g[1] and lease, merged and soft ~= sp and soft
       if t then
         t[2], t[3] = radix_ms_max(t[2], lease), t[3] + 1
-      else
-        t = { pfx, lease, 1, g = false, nb = false, okey = false, l = false, sp = false } -- sized once
+        if merged then
+          t.g, t.nb, t.okey, t.l, t.sp = g, nb, okey, tl, tsp
+        end
+      else -- one constructor, every field present (false: none), so the table is sized once
+        t = { pfx, lease, 1, g = merged and g, nb = merged and nb, okey = okey, l = tl, sp = tsp }
         touched[pfx] = t
         nodes[#nodes + 1] = t
-      end
-      if merged then -- all of a call's reads precede its writes: a repeat reads the same
-        t.g, t.nb, t.okey = g, nb, okeys and okeys[i] or K.obj(tag, key)
-        t.l, t.sp = lease ~= g[1] and lease, soft ~= sp and soft
       end
     end
     leases[i] = lease
