@@ -45,7 +45,7 @@ for _, g in ipairs(evict_groups(4)) do
         local skip = st ~= 'ok'
         if st == 'ok' and no_tree == 1 then
           local f = redis.call('HMGET', K.obj(tag, key), F.obj.radix, F.obj.prefix, F.obj.prefix_len)
-          if f[1] == '1' or radix_has_key(tag, store_prefix(key, f[2], f[3]), key) then
+          if f[1] or radix_has_key(tag, store_prefix(key, f[2], f[3]), key) then
             skip = true
             sk_tree = sk_tree + 1
           end

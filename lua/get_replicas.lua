@@ -8,25 +8,24 @@
 -- back as it is stored, with the segment-table entries it names (no cjson, no decode here):
 -- Python reads both (lua_calls.store.get_replicas, the format in store.lua).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: lease ttl ms, soft pin ttl ms; then group count, then per group: anchor, shard index, n, n keys.
+-- ARGV: head: lease ttl ms, soft pin ttl ms, radix flag (0/1); then group count, then per group: anchor, shard index, n, n keys.
 -- Returns: per key {code, message, replica record (field r), lease timeout ms (a decimal string), then per segment
 -- ref in the record: ref, its segment-table entry (cjson [seg, base, ep, proto, name])}.
 -- Errors (per key): OBJECT_NOT_FOUND (-704), REPLICA_IS_NOT_READY (-703) without a COMPLETE replica.
 -- Idempotent: yes (a lease grant is a max).
 --!include store.lua
 
-local ttl, soft_ttl = argn(), argn()
+local ttl, soft_ttl, radix_on = argn(), argn(), argn()
 local now = now_ms()
 local out = {}
-local fields = store_grant_fields(F.obj.replicas, F.obj.status)
-local bfields = store_grant_block_fields(fields)
+local reads = store_grant_reads(radix_on, F.obj.replicas, F.obj.status)
 each_group(function(tag, shard, n)
   local hits, fs, found, okeys = {}, {}, {}, {}
   local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
   cursor.i = c + n
   for j = c + 1, c + n do
     local key = ARGV[j]
-    local okey, f = store_grant_read(tag, key, fields, bfields)
+    local okey, f = store_grant_read(tag, key, reads)
     if not f[6] then -- the replicas, then the status, after the grant fields
       out[#out + 1] = { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' }
     elseif f[7] ~= 'C' and not store_any_complete(store_replicas(f[6])) then
@@ -41,7 +40,7 @@ each_group(function(tag, shard, n)
       okeys[#okeys + 1] = okey
     end
   end
-  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, #fields)) do
+  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, reads.nf)) do
     found[i][4] = lease
   end
 end)

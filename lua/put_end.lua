@@ -25,10 +25,11 @@ each_group(function(tag, shard, n)
     elseif f[1] ~= client then
       table.insert(out, { E.ILLEGAL_CLIENT, 'client_id: key ' .. key .. ' was started by another client' })
     else
-      local lease = math.max(tonumber(f[4]) or 0, now)
+      -- a string: a Lua number in a call costs Redis a %.17g snprintf (memoized: mostly now)
+      local lease = store_ms(math.max(tonumber(f[4]) or 0, now))
       redis.call('HSET', okey, F.obj.status, 'C', F.obj.lease_ms, lease, F.obj.replicas, store_complete(f[2]))
       table.insert(done, key)
-      if f[3] ~= '1' and f[5] ~= '1' then -- a radix-registered object is evicted by its leaf
+      if f[3] ~= '1' and not f[5] then -- a radix-registered object (rad '1' or '2') is evicted by its leaf
         table.insert(lru, lease)
         table.insert(lru, key)
       end

@@ -208,8 +208,8 @@ each_group(function(tag, shard, n)
       if A[i + 5] == '1' then
         fields[nf + 1], fields[nf + 2], nf = F.obj.hard_pin, '1', nf + 2
       end
-      if radix_on == 1 then
-        fields[nf + 1], fields[nf + 2], nf = F.obj.radix, '1', nf + 2
+      if radix_on == 1 then -- '2': a pin or a stored prefix is among the fields (store_grant_read)
+        fields[nf + 1], fields[nf + 2], nf = F.obj.radix, nf > 14 and '2' or '1', nf + 2
       end
       redis.call('HSET', okey, unpack(fields, 1, nf))
       proc[#proc + 1] = now_s

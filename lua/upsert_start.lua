@@ -42,9 +42,16 @@ local function new_id(tag, shard)
   return u64_to_dec(u64_muladd(u64_from_dec(redis.call('GET', K.seq(tag))), num_shards, shard))
 end
 
-local function soft_pin(okey, old, soft)
+-- A pin written on a registered object (rad present) sets rad to '2': a hot read of a block
+-- key (store_grant_read) reads the pins only then.
+local function soft_pin(okey, old, soft, rad)
   if soft == 1 then
-    redis.call('HSET', okey, F.obj.soft_pin_ms, math.max(tonumber(old) or 0, now + soft_ttl))
+    local pin = string.format('%d', math.max(tonumber(old) or 0, now + soft_ttl))
+    if rad then
+      redis.call('HSET', okey, F.obj.soft_pin_ms, pin, F.obj.radix, '2')
+    else
+      redis.call('HSET', okey, F.obj.soft_pin_ms, pin)
+    end
   end
 end
 
@@ -55,7 +62,7 @@ each_group(function(tag, shard, n)
     local raw = arg()
     local okey = K.obj(tag, key)
     local f = redis.call('HMGET', okey, F.obj.put_id, F.obj.replicas, F.obj.status, F.obj.size,
-      F.obj.soft_pin_ms, F.obj.upsert_id)
+      F.obj.soft_pin_ms, F.obj.upsert_id, F.obj.radix)
     local code, msg, mode, reps_out = E.OK, '', '', ''
     local old = store_replicas(f[2])
     if not f[1] then
@@ -69,7 +76,7 @@ each_group(function(tag, shard, n)
       reps_out = store_encode(old)
       redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.status, 'P',
         F.obj.upsert_id, pid, F.obj.replicas, reps_out)
-      soft_pin(okey, f[5], soft)
+      soft_pin(okey, f[5], soft, f[7])
       redis.call('ZREM', K.lru(tag), key)
       redis.call('ZADD', K.processing(tag), now, key)
       mode = 'inplace'
@@ -99,9 +106,13 @@ each_group(function(tag, shard, n)
         redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.size, size,
           F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, reps_out)
         redis.call('HDEL', okey, F.obj.upsert_id)
-        soft_pin(okey, f[5], soft)
+        soft_pin(okey, f[5], soft, f[7])
         if hard == 1 then
-          redis.call('HSET', okey, F.obj.hard_pin, '1')
+          if f[7] then
+            redis.call('HSET', okey, F.obj.hard_pin, '1', F.obj.radix, '2')
+          else
+            redis.call('HSET', okey, F.obj.hard_pin, '1')
+          end
         end
         redis.call('ZREM', K.lru(tag), key)
         redis.call('ZADD', K.processing(tag), now, key)

@@ -15,8 +15,9 @@ ENV_PREFIX = "MOONCAKE_REDIS_"
 # 2: u64 values as fixed-width hex (offsets, lengths, bases, sizes); 3: the lean layout (replica
 # record "id,st,ref,off,len" with a per-shard segment table, no per-shard objects/nodes SETs);
 # 4: allocation records in buckets; 5: the object prefix only when the key does not say it;
-# 6: a block key's object fields in its block hash (with its radix node), put time "pt".
-SCHEMA_VERSION = 6
+# 6: a block key's object fields in its block hash (with its radix node), put time "pt";
+# 7: rad '2' marks a registered object with a pin or a stored prefix (a block key's hot read).
+SCHEMA_VERSION = 7
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")

@@ -87,7 +87,10 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "replicas": "r",  # replica record "id,st,ref,off,len;..." (records.py)
         "soft_pin_ms": "sp",
         "hard_pin": "hp",
-        "radix": "rad",  # registered in the radix index
+        # registered in the radix index: '1', or '2' when the object also has a pin or a stored
+        # prefix (sp, hp, pfx, pl): a block key's hot read (store.lua store_grant_read) reads
+        # those fields only then (schema 7)
+        "radix": "rad",
         # The object's radix prefix (RFC Design 4): absent when it is the key itself (an MLA
         # key), "pl" its length when it is a proper head of the key (an MHA "<hash>_0_k" key),
         # "pfx" the prefix itself otherwise (a configured pattern); store.lua store_prefix.

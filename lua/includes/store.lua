@@ -3,7 +3,7 @@
 --
 -- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
 -- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
--- rad '1' registered in the radix index, r replicas.
+-- rad '1' registered in the radix index ('2': and sp, hp, pfx or pl present), r replicas.
 -- r, the replica record (records.py decodes the same format): replicas joined by ';', each
 -- "id,st,ref,off,len": id decimal, st 'P'/'C', ref the segment's number in the shard's segment
 -- table, off and len u64 hex without leading zeros. The segment table (HASH {<ns>:<i>}:segs)
@@ -185,9 +185,11 @@ local function store_json(reps)
 end
 
 -- Record raw (field r) with every replica COMPLETE: the status field of each replica rewritten
--- in place (no decode, no segment lookup, no encode).
+-- in place (no decode, no segment lookup, no encode). A plain ',P,' is a status and nothing
+-- else: ids and refs are decimal, offsets and lengths lowercase hex, statuses P or C (a pattern
+-- with captures cost about 8 k instructions per replica in Lua's matcher).
 local function store_complete(raw)
-  return (string.gsub(raw or '', '([^,;]+),[^,;]+,([^,;]+,[^,;]+,[^,;]+)', '%1,C,%2'))
+  return (string.gsub(raw or '', ',P,', ',C,'))
 end
 
 local function store_all_complete(reps)
@@ -235,7 +237,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   redis.call('ZREM', K.processing(tag), key)
   redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)
   dec_hincr(K.stats(tag), 'bytes', f[2] or '0', true)
-  if f[4] == '1' then
+  if f[4] then -- registered (rad '1' or '2')
     local pfx = store_prefix(key, f[5], f[6])
     radix_remove_key(tag, shard, pfx, key, conts)
     radix_lost_object(tag, shard, pfx, conts, now_ms())
@@ -263,22 +265,56 @@ local function store_ms(x)
   return radix_fmt('%d', x)
 end
 
--- fields (store_grant_fields) and, after them, the node fields a grant reads: what one HMGET
--- of a block hash reads for a block key's grant (its object and its node share the hash).
-local function store_grant_block_fields(fields)
-  local b = { unpack(fields) }
+-- What a grant reads (exist, get_replicas), built once per call from store_grant_fields(...):
+-- fields (an object hash's HMGET: l, sp, hp, rad, pfx, the caller's fields, pl; nf of them);
+-- block (a block hash's: fields, then the node's fields radix_touch reads, nb in all); and hot
+-- (a block hash's in a radix namespace: l, rad, the caller's fields, the node's fields: what a
+-- registered block key with rad '1' holds, every one present; none of sp, hp, pfx, pl, which
+-- rad '1' says are absent and which a listpack finds absent only by scanning all its fields).
+-- The caller's first field must be one every object has (st, r): it tells a miss.
+local function store_grant_reads(radix_on, ...)
+  local fields = store_grant_fields(...)
+  local nf = #fields
+  local block, hot = { unpack(fields) }, { F.obj.lease_ms, F.obj.radix, ... }
   for _, name in ipairs(RADIX_TOUCH_TIER_FIELDS) do -- what radix_touch reads (radix.lua)
-    b[#b + 1] = name
+    block[#block + 1] = name
+    hot[#hot + 1] = name
   end
-  return b
+  return { fields = fields, block = block, hot = hot, nf = nf, nb = #block, radix = radix_on == 1 }
 end
 
--- The object hash of key and its HMGET of fields, or for a block key of bfields
--- (store_grant_block_fields: the node's fields after pl, at #fields + 1): store_grant_leases
--- then writes the object's grant and its node's touch in one HSET.
-local function store_grant_read(tag, key, fields, bfields)
+-- A hot read (reads.hot) laid out as a block read (reads.block), the absent fields false:
+-- store_grant_leases and radix_touch take either.
+local function store_grant_expand(c, reads)
+  local g = { c[1], false, false, c[2], false, false, false, false, false, false, false, false }
+  local m, nf = 2, reads.nf
+  for i = 6, nf - 1 do
+    m = m + 1
+    g[i] = c[m]
+  end
+  g[nf] = false
+  for i = nf + 1, reads.nb do
+    m = m + 1
+    g[i] = c[m]
+  end
+  return g
+end
+
+-- The object hash of key and its grant fields (store_grant_reads), in the layout of reads.fields
+-- or, for a block key, of reads.block (the node's fields at nf + 1): store_grant_leases then
+-- writes the object's grant and its node's touch in one HSET. A block key in a radix namespace
+-- is read hot first: one HMGET of present fields; only a registered object with a pin or a
+-- stored prefix (rad '2') or an unregistered one is read again whole.
+local function store_grant_read(tag, key, reads)
   local okey, blk = K.obj_at(tag, key)
-  return okey, redis.call('HMGET', okey, unpack(blk and bfields or fields))
+  if not blk or not reads.radix then -- no node fields in the hash (none in a namespace without a tree)
+    return okey, redis.call('HMGET', okey, unpack(reads.fields))
+  end
+  local c = redis.call('HMGET', okey, unpack(reads.hot))
+  if c[2] ~= '1' and c[3] then
+    return okey, redis.call('HMGET', okey, unpack(reads.block))
+  end
+  return okey, store_grant_expand(c, reads)
 end
 
 -- The lease grants of one shard (exist hits, get replica lists), batched: per object
@@ -306,7 +342,7 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys, nb)
     local pl = g[nb or #g]
     -- The node is this very hash: a block hash's read (the node's fields follow pl), the key
     -- its own prefix (no pfx, no pl) and registered.
-    local merged = nb and #g > nb and g[4] == '1' and not g[5] and not pl
+    local merged = nb and #g > nb and g[4] and not g[5] and not pl
     if not merged and (lease ~= g[1] or soft ~= sp) then
       local okey = okeys and okeys[i] or K.obj(tag, key)
       if lease == g[1] then
@@ -317,11 +353,11 @@ local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys, nb)
         redis.call('HSET', okey, F.obj.lease_ms, lease)
       end
     end
-    if g[3] ~= '1' and g[4] ~= '1' then -- lru: objects of no tree only (leaves order the rest)
+    if g[3] ~= '1' and not g[4] then -- lru: objects of no tree only (leaves order the rest)
       indexed[#indexed + 1] = lease
       indexed[#indexed + 1] = key
     end
-    if g[4] == '1' then
+    if g[4] then -- registered (rad '1' or '2')
       local pfx = store_prefix(key, g[5], pl)
       local t = touched[pfx]
       -- merged: the node's HSET carries the object's grant (radix_touch); all of a call's reads

@@ -30,7 +30,7 @@ OBJECT_FIELDS: dict[str, str] = {
     "pl": "the prefix is the key's first pl characters (neither pfx nor pl: the key itself)",
     "sp": "soft-pinned until (Redis ms)",
     "hp": "hard-pinned",
-    "rad": "registered in the radix index",
+    "rad": "registered in the radix index (2: with a pin or a stored prefix)",
 }
 TIME_FIELDS = frozenset({"pt", "l", "sp"})
 # Per-shard columns of ``inspect stats``; every counter is in the totals and in --json.

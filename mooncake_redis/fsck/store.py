@@ -142,10 +142,15 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                     report.add(
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )
-            if obj.get("rad") == "1":
+            if obj.get("rad") in ("1", "2"):
                 pfx = object_prefix(key, obj)
                 if not await client.hexists(keys.node(shard, pfx), node_key_field(pfx, key)):
-                    report.add("object_not_registered", key, "rad=1 but the key is not in its node")
+                    report.add(
+                        "object_not_registered", key, "rad set but the key is not in its node"
+                    )
+                extras = sorted(f for f in ("sp", "hp", "pfx", "pl") if f in obj)
+                if obj["rad"] == "1" and extras:  # a hot read (store_grant_read) skips them
+                    report.add("object_extras_unmarked", key, f"rad=1 with {', '.join(extras)}")
             elif service.config.enable_radix_tree is False and obj.get("rad"):
                 report.add("object_not_registered", key, "radix state with the flag off")
     for seg_id, s in segs.items():

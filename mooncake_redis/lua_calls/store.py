@@ -105,7 +105,9 @@ async def get_replicas(ctx: Context, keys: Sequence[str]) -> list[ReplicaList]:
     """``get_replicas``: each key's COMPLETE replicas, granting a lease (and soft pin)."""
     c = ctx.config
     replies = await ctx.run_sharded_keys(
-        "get_replicas", keys, [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
+        "get_replicas",
+        keys,
+        [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms, 1 if c.enable_radix_tree else 0],
     )
     out: list[ReplicaList] = []
     for r in replies:
@@ -120,7 +122,9 @@ async def exist(ctx: Context, keys: Sequence[str]) -> list[bool]:
     """``exist``: True only with a COMPLETE replica; a hit grants a lease."""
     c = ctx.config
     replies = await ctx.run_sharded_keys(
-        "exist", keys, [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms]
+        "exist",
+        keys,
+        [c.default_kv_lease_ttl_ms, c.default_kv_soft_pin_ttl_ms, 1 if c.enable_radix_tree else 0],
     )
     return [r == 1 for r in replies]
 
