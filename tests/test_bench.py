@@ -73,3 +73,38 @@ async def test_bench_prefix_finds_what_the_index_finds(redis_url: str) -> None:
     res = await bench_prefix(redis_url, (300, 600), queries=20, scan_queries=2)
     assert res["300"]["index"]["p50_ms"] > 0 and res["600"]["scan"]["p50_ms"] > 0
     assert res["p50_ratio_large_vs_small"] > 0
+
+
+async def test_bench_throughput_takes_turns(redis_url: str) -> None:
+    """The throughput section runs ours, the naive baseline and (when installed) the real master
+    in turn within each round, and reports each ratio's median and spread over the rounds."""
+    from mooncake_redis.bench.throughput import _rounds, bench_throughput
+
+    res = await bench_throughput(redis_url, n_batches=10, rounds=5)
+    for fmt in ("mla", "mha"):
+        row = res[fmt]
+        assert row["ours"]["exist_absent_keys_per_s"] > 0 and row["naive"]["put_keys_per_s"] > 0
+        for op in ("put", "exist"):
+            spread = row["ratio_vs_naive_rounds"][op]
+            assert spread["min"] <= row["ratio_vs_naive"][op] == spread["median"] <= spread["max"]
+    if isinstance(res["mooncake_master"], dict):
+        assert res["ratio_vs_mooncake_mla"]["exist"] > 0
+
+    class Log:
+        def __init__(self, name: str, calls: list[tuple[str, str, int]]) -> None:
+            self.name, self.calls = name, calls
+
+        async def put(self, batches: list[list[tuple[str, str]]]) -> None:
+            self.calls.append(("put", self.name, len(batches)))
+
+        async def exist(self, batches: list[list[tuple[str, str]]]) -> None:
+            self.calls.append(("exist", self.name, len(batches)))
+
+    calls: list[tuple[str, str, int]] = []
+    runners = {n: Log(n, calls) for n in ("a", "b")}
+    secs = await _rounds(runners, {"a": [[]] * 4, "b": [[]] * 4}, rounds=2)
+    turns = [("a", "b"), ("b", "a")]  # round 0, then round 1 with the order rotated
+    assert [c[:2] for c in calls] == [(op, n) for op in ("put", "exist") for t in turns for n in t]
+    assert (
+        all(c[2] == 2 for c in calls) and len(secs["a"]["put"]) == 2 and "absent" not in secs["a"]
+    )

@@ -1,9 +1,11 @@
 """Batch-128 exists and put (MLA and MHA keys with parents): our library against a naive
 baseline with the same Redis traffic but no atomicity, index or eviction, and against the real
-Mooncake master when its extra is installed. Also counts Redis commands per call."""
+Mooncake master when its extra is installed, in interleaved rounds (each ratio compares runs
+a fraction of a second apart). Also counts Redis commands per call."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -39,114 +41,172 @@ def _batches(key_format: str, tp: int, n_batches: int, salt: str) -> list[list[t
     return out
 
 
-async def _ours(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, float]:
-    t0 = time.perf_counter()
-    for b in batches:
-        keys = [k for k, _ in b]
-        cfgs = [ReplicateConfig(parent_block_hash=p) for _, p in b]
-        started = await svc.batch_put_start(CLIENT, keys, [[4096]] * len(keys), cfgs)
-        check_answers("batch_put_start", started, len(keys), stored)
-        ended = await svc.batch_put_end(CLIENT, keys)
-        check_answers("batch_put_end", ended, len(keys), lambda r: r is None)
-    put_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for b in batches:
-        found = await svc.batch_exist_key([k for k, _ in b])
-        check_answers("batch_exist_key", found, len(b), lambda r: r is True)
-    exist_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for b in batches:
-        absent = await svc.batch_exist_key([k + "-absent" for k, _ in b])
-        check_answers("batch_exist_key (absent keys)", absent, len(b), lambda r: r is False)
-    absent_s = time.perf_counter() - t0
-    n = len(batches) * BATCH
-    return {
-        "put_keys_per_s": n / put_s,
-        "exist_keys_per_s": n / exist_s,
-        "exist_absent_keys_per_s": n / absent_s,
-    }
+Batches = list[list[tuple[str, str]]]
 
 
-async def _naive(svc: Any, batches: list[list[tuple[str, str]]]) -> dict[str, float]:
+class _Ours:
+    """Our library: batch_put_start + batch_put_end, batch_exist_key (present and absent)."""
+
+    def __init__(self, svc: Any) -> None:
+        self.svc = svc
+
+    async def put(self, batches: Batches) -> None:
+        for b in batches:
+            keys = [k for k, _ in b]
+            cfgs = [ReplicateConfig(parent_block_hash=p) for _, p in b]
+            started = await self.svc.batch_put_start(CLIENT, keys, [[4096]] * len(keys), cfgs)
+            check_answers("batch_put_start", started, len(keys), stored)
+            ended = await self.svc.batch_put_end(CLIENT, keys)
+            check_answers("batch_put_end", ended, len(keys), lambda r: r is None)
+
+    async def exist(self, batches: Batches) -> None:
+        for b in batches:
+            found = await self.svc.batch_exist_key([k for k, _ in b])
+            check_answers("batch_exist_key", found, len(b), lambda r: r is True)
+
+    async def absent(self, batches: Batches) -> None:
+        for b in batches:
+            absent = await self.svc.batch_exist_key([k + "-absent" for k, _ in b])
+            check_answers("batch_exist_key (absent keys)", absent, len(b), lambda r: r is False)
+
+
+class _Naive:
     """Pipelined HSET per new object and pipelined EXISTS: the floor our design must pay for."""
-    client = svc.backend.client
-    ns: str = svc.config.namespace
 
-    def key(k: str) -> str:
-        return "{" + ns + ":naive}:" + k
+    def __init__(self, svc: Any) -> None:
+        self.client = svc.backend.client
+        self.tag = "{" + svc.config.namespace + ":naive}:"
 
-    t0 = time.perf_counter()
-    for b in batches:
-        pipe: Any = client.pipeline(transaction=False)
-        for k, p in b:
-            pipe.hset(key(k), mapping={"size": 4096, "parent": p, "client": CLIENT, "st": "C"})
-        check_answers("naive HSET", await pipe.execute(), len(b), lambda r: isinstance(r, int))
-    put_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for b in batches:
-        pipe = client.pipeline(transaction=False)
-        for k, _ in b:
-            pipe.exists(key(k))
-        check_answers("naive EXISTS", await pipe.execute(), len(b), lambda r: r == 1)
-    exist_s = time.perf_counter() - t0
-    n = len(batches) * BATCH
-    return {"put_keys_per_s": n / put_s, "exist_keys_per_s": n / exist_s}
+    async def put(self, batches: Batches) -> None:
+        for b in batches:
+            pipe: Any = self.client.pipeline(transaction=False)
+            for k, p in b:
+                fields = {"size": 4096, "parent": p, "client": CLIENT, "st": "C"}
+                pipe.hset(self.tag + k, mapping=fields)
+            check_answers("naive HSET", await pipe.execute(), len(b), lambda r: isinstance(r, int))
+
+    async def exist(self, batches: Batches) -> None:
+        for b in batches:
+            pipe: Any = self.client.pipeline(transaction=False)
+            for k, _ in b:
+                pipe.exists(self.tag + k)
+            check_answers("naive EXISTS", await pipe.execute(), len(b), lambda r: r == 1)
 
 
-async def _mooncake(batches: list[list[tuple[str, str]]]) -> dict[str, float] | str:
+class _Master:
+    """The real Mooncake master through its own client (batch_put_from, batch_is_exist)."""
+
+    def __init__(self, target: Any, put_item: Any) -> None:
+        self.target, self.put_item = target, put_item
+
+    async def put(self, batches: Batches) -> None:
+        for b in batches:
+            done = await self.target.batch_put([self.put_item(k, p, 4096) for k, p in b])
+            check_answers("real master batch_put_from", done, len(b), lambda r: r is True)
+
+    async def exist(self, batches: Batches) -> None:
+        for b in batches:
+            found = await self.target.batch_exist([k for k, _ in b])
+            check_answers("real master batch_is_exist", found, len(b), lambda r: r is True)
+
+
+async def _master(n_keys: int) -> _Master | str:
     try:
         from ..replay.mooncake_target import create_mooncake_target
         from ..replay.target import PutItem, TargetOptions
     except ImportError as exc:  # pragma: no cover - optional extra
         return f"not installed: {exc}"
-    n = len(batches) * BATCH
     try:
         target = await create_mooncake_target(
-            TargetOptions(capacity_blocks=n * 2, objects_per_block=1, value_size=4096)
+            TargetOptions(capacity_blocks=n_keys * 2, objects_per_block=1, value_size=4096)
         )
     except Exception as exc:
         return f"unavailable: {exc}"
+    return _Master(target, PutItem)
+
+
+async def _rounds(
+    runners: dict[str, Any], batches: dict[str, Batches], rounds: int
+) -> dict[str, dict[str, list[float]]]:
+    """Seconds per round of each runner's put, then exist (and ours' absent), the runners taking
+    turns within a round (the order rotating), so that every ratio compares runs a fraction of a
+    second apart: a shared machine's load moves between rounds far more than within one."""
+    names = list(runners)
+    chunk = len(next(iter(batches.values()))) // rounds
+    secs: dict[str, dict[str, list[float]]] = {n: {} for n in names}
+    for op in ("put", "exist", "absent"):
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                fn = getattr(runners[name], op, None)
+                if fn is None:
+                    continue
+                t0 = time.perf_counter()
+                await fn(batches[name][r * chunk : (r + 1) * chunk])
+                secs[name].setdefault(op, []).append(time.perf_counter() - t0)
+    return secs
+
+
+def _ratio(ours: list[float], base: list[float]) -> dict[str, float]:
+    """Our keys/s over the baseline's: per round (its seconds over ours), and over all rounds."""
+    per = sorted(b / o for o, b in zip(ours, base))
+    return {
+        "median": statistics.median(per),
+        "min": per[0],
+        "max": per[-1],
+        "overall": sum(base) / sum(ours),
+    }
+
+
+async def bench_throughput(
+    url: str, n_batches: int = 200, tp: int = 4, rounds: int = 10
+) -> dict[str, Any]:
+    """Figures per key format: keys/s of each runner over all rounds, and ours against the naive
+    baseline (MLA also against the real master): ``ratio_vs_*`` the median of the per-round
+    ratios, ``ratio_vs_*_rounds`` their spread and the ratio over all rounds."""
+    out: dict[str, Any] = {"rounds": rounds}
+    n = n_batches * BATCH
+    master = await _master(n)
     try:
-        t0 = time.perf_counter()
-        for b in batches:
-            done = await target.batch_put([PutItem(k, p, 4096) for k, p in b])
-            check_answers("real master batch_put_from", done, len(b), lambda r: r is True)
-        put_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for b in batches:
-            found = await target.batch_exist([k for k, _ in b])
-            check_answers("real master batch_is_exist", found, len(b), lambda r: r is True)
-        exist_s = time.perf_counter() - t0
+        for key_format in ("mla", "mha"):
+            svc = await fresh_service(url, enable_radix_tree=True, num_shards=64)
+            try:
+                await mount(svc, n * 4096 * 2, segments=4)
+                await svc.backend.load_scripts()
+                runners: dict[str, Any] = {"ours": _Ours(svc), "naive": _Naive(svc)}
+                if key_format == "mla" and isinstance(master, _Master):
+                    runners["master"] = master
+                batches = {
+                    name: _batches(key_format, tp, n_batches, f"{name[0]}{key_format}")
+                    for name in runners
+                }
+                secs = await _rounds(runners, batches, rounds)
+                done = n_batches // rounds * rounds * BATCH
+                row: dict[str, Any] = {}
+                for name, by_op in secs.items():
+                    row[name] = {f"{op}_keys_per_s": done / sum(t) for op, t in by_op.items()}
+                    row[name] = {
+                        k.replace("absent_", "exist_absent_"): v for k, v in row[name].items()
+                    }
+                for base in [b for b in ("naive", "master") if b in secs]:
+                    ratios = {
+                        op: _ratio(secs["ours"][op], secs[base][op]) for op in ("put", "exist")
+                    }
+                    suffix = "naive" if base == "naive" else "mooncake_mla"
+                    row_key = f"ratio_vs_{suffix}"
+                    target = row if base == "naive" else out
+                    target[row_key] = {op: r["median"] for op, r in ratios.items()}
+                    target[row_key + "_rounds"] = ratios
+                if "master" in row:
+                    out["mooncake_master"] = row.pop("master")
+                out[key_format] = row
+            finally:
+                await drop_namespace(svc)
+                await svc.aclose()
     finally:
-        await target.close()
-    return {"put_keys_per_s": n / put_s, "exist_keys_per_s": n / exist_s}
-
-
-async def bench_throughput(url: str, n_batches: int = 200, tp: int = 4) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key_format in ("mla", "mha"):
-        svc = await fresh_service(url, enable_radix_tree=True, num_shards=64)
-        try:
-            await mount(svc, n_batches * BATCH * 4096 * 2, segments=4)
-            await svc.backend.load_scripts()
-            ours = await _ours(svc, _batches(key_format, tp, n_batches, f"o{key_format}"))
-            naive = await _naive(svc, _batches(key_format, tp, n_batches, f"n{key_format}"))
-            row: dict[str, Any] = {"ours": ours, "naive": naive}
-            row["ratio_vs_naive"] = {
-                "put": ours["put_keys_per_s"] / naive["put_keys_per_s"],
-                "exist": ours["exist_keys_per_s"] / naive["exist_keys_per_s"],
-            }
-            out[key_format] = row
-        finally:
-            await drop_namespace(svc)
-            await svc.aclose()
-    peer = await _mooncake(_batches("mla", tp, n_batches, "mc"))
-    out["mooncake_master"] = peer
-    if isinstance(peer, dict):
-        out["ratio_vs_mooncake_mla"] = {
-            "put": out["mla"]["ours"]["put_keys_per_s"] / peer["put_keys_per_s"],
-            "exist": out["mla"]["ours"]["exist_keys_per_s"] / peer["exist_keys_per_s"],
-        }
+        if isinstance(master, _Master):
+            await master.target.close()
+    if not isinstance(master, _Master):
+        out["mooncake_master"] = master
     return out
 
 
