@@ -15,8 +15,9 @@ local now = now_ms()
 local out = {}
 local reads = store_grant_reads(radix_on, F.obj.status)
 local o = 0
+local hits, fs, okeys = {}, {}, {} -- reused by every shard: its first m entries are its hits
 each_group(function(tag, shard, n)
-  local hits, fs, okeys, m = {}, {}, {}, 0
+  local m = 0
   local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
   cursor.i = c + n
   for j = c + 1, c + n do
@@ -31,6 +32,6 @@ each_group(function(tag, shard, n)
       out[o] = 0
     end
   end
-  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, reads.nf)
+  store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, reads.nf, m)
 end)
 return out

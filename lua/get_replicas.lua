@@ -19,8 +19,9 @@ local ttl, soft_ttl, radix_on = argn(), argn(), argn()
 local now = now_ms()
 local out = {}
 local reads = store_grant_reads(radix_on, F.obj.replicas, F.obj.status)
+local hits, fs, found, okeys = {}, {}, {}, {} -- reused by every shard: its first m entries
 each_group(function(tag, shard, n)
-  local hits, fs, found, okeys = {}, {}, {}, {}
+  local m = 0
   local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
   cursor.i = c + n
   for j = c + 1, c + n do
@@ -34,13 +35,11 @@ each_group(function(tag, shard, n)
       local entry = { E.OK, '', f[6], 0 }
       store_record_segments(tag, f[6], entry)
       out[#out + 1] = entry
-      found[#found + 1] = entry
-      hits[#hits + 1] = key
-      fs[#fs + 1] = f
-      okeys[#okeys + 1] = okey
+      m = m + 1
+      found[m], hits[m], fs[m], okeys[m] = entry, key, f, okey
     end
   end
-  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, reads.nf)) do
+  for i, lease in ipairs(store_grant_leases(tag, hits, fs, now, ttl, soft_ttl, okeys, reads.nf, m)) do
     found[i][4] = lease
   end
 end)

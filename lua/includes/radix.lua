@@ -642,7 +642,8 @@ local function radix_touch(tag, nodes)
     local s, hits, restamp
     if node then
       s = radix_touch_score(f1, t[2])
-      hits = (tonumber(f2) or 0) + t[3]
+      -- as a string: a Lua number in a call costs Redis a %.17g snprintf
+      hits = string.format('%d', (tonumber(f2) or 0) + t[3])
       restamp = clock and f4 ~= clock -- only the fields that change are written
     end
     if g then -- one HSET of the block hash: the object's grant (t.l, t.sp) and the node's

@@ -324,18 +324,20 @@ end
 -- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first, pl last)
 -- or of store_grant_read; okeys (optional): their object keys, as the caller's HMGET built
 -- them; nb (optional): #fields of store_grant_read (a longer reply read a block hash's node
--- fields too). A block key that is its own prefix (an MLA key; read by store_grant_read) has its
+-- fields too); n (optional): how many of keys, fs, okeys are this call's (tables a caller
+-- reuses across shards; default #keys). A block key that is its own prefix (an MLA key; read by store_grant_read) has its
 -- object's grant written with its node's touch, in one HSET (radix_touch, no HMGET). Times
 -- stay decimal strings (radix_ms_max): no tonumber per key, and a lease goes back to Redis as
 -- read or as the one now + ttl string of the call. Returns the leases (strings), in keys order.
-local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys, nb)
+local function store_grant_leases(tag, keys, fs, now, ttl, soft_ttl, okeys, nb, n)
   local leases, indexed, touched, nodes = {}, {}, {}, {}
-  if #keys == 0 then
+  n = n or #keys
+  if n == 0 then
     return leases
   end
   local floor, soft_floor = store_ms(now + ttl), store_ms(now + soft_ttl)
-  for i, key in ipairs(keys) do
-    local g = fs[i]
+  for i = 1, n do
+    local key, g = keys[i], fs[i]
     local lease = radix_ms_max(g[1], floor)
     local sp = g[2] -- absent: no soft pin
     local soft = sp and radix_ms_max(sp, soft_floor)
