@@ -18,8 +18,7 @@ local o = 0
 local hits, fs, okeys = {}, {}, {} -- reused by every shard: its first m entries are its hits
 each_group(function(tag, shard, n)
   local m = 0
-  local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
-  cursor.i = c + n
+  local c = args_span(n)
   for j = c + 1, c + n do
     local key = ARGV[j]
     local okey, f = store_grant_read(tag, key, reads)

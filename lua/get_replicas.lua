@@ -22,8 +22,7 @@ local reads = store_grant_reads(radix_on, F.obj.replicas, F.obj.status)
 local hits, fs, found, okeys = {}, {}, {}, {} -- reused by every shard: its first m entries
 each_group(function(tag, shard, n)
   local m = 0
-  local c = cursor.i -- the keys are read in place (ARGV[c + 1..c + n])
-  cursor.i = c + n
+  local c = args_span(n)
   for j = c + 1, c + n do
     local key = ARGV[j]
     local okey, f = store_grant_read(tag, key, reads)

@@ -30,6 +30,13 @@ end
 local function argn()
   return tonumber(arg())
 end
+-- The next n items, read in place: returns c, the items being ARGV[c + 1] .. ARGV[c + n] (a
+-- batch script's per-key loop without a function call per key).
+local function args_span(n)
+  local c = cursor.i
+  cursor.i = c + n
+  return c
+end
 
 -- group.tag: the shard tag of the group being run (store_replicas/store_encode default to it).
 local group = { tag = nil }
