@@ -42,16 +42,19 @@ local function new_id(tag, shard)
   return u64_to_dec(u64_muladd(u64_from_dec(redis.call('GET', K.seq(tag))), num_shards, shard))
 end
 
--- A pin written on a registered object (rad present) sets rad to '2': a hot read of a block
--- key (store_grant_read) reads the pins only then.
+-- A pin field written on a registered object (rad present) sets rad to '2': a hot read of a
+-- block key (store_grant_read) reads the pins only then.
+local function set_pin(okey, rad, field, value)
+  if rad then
+    redis.call('HSET', okey, field, value, F.obj.radix, '2')
+  else
+    redis.call('HSET', okey, field, value)
+  end
+end
+
 local function soft_pin(okey, old, soft, rad)
   if soft == 1 then
-    local pin = string.format('%d', math.max(tonumber(old) or 0, now + soft_ttl))
-    if rad then
-      redis.call('HSET', okey, F.obj.soft_pin_ms, pin, F.obj.radix, '2')
-    else
-      redis.call('HSET', okey, F.obj.soft_pin_ms, pin)
-    end
+    set_pin(okey, rad, F.obj.soft_pin_ms, string.format('%d', math.max(tonumber(old) or 0, now + soft_ttl)))
   end
 end
 
@@ -108,11 +111,7 @@ each_group(function(tag, shard, n)
         redis.call('HDEL', okey, F.obj.upsert_id)
         soft_pin(okey, f[5], soft, f[7])
         if hard == 1 then
-          if f[7] then
-            redis.call('HSET', okey, F.obj.hard_pin, '1', F.obj.radix, '2')
-          else
-            redis.call('HSET', okey, F.obj.hard_pin, '1')
-          end
+          set_pin(okey, f[7], F.obj.hard_pin, '1')
         end
         redis.call('ZREM', K.lru(tag), key)
         redis.call('ZADD', K.processing(tag), now, key)

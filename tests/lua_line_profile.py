@@ -2,11 +2,12 @@
 bytecode as Redis, through lupa): where a script's interpreter work goes, line by line.
 
 ``python3 tests/lua_line_profile.py <source tree> put|exist|get [lines]`` imports mooncake_redis
-from that tree, stores 1 batch of 128 MLA keys (5 for reads) (chains, each key with its parent, as
-tests/redis_cpu_per_key.py), then counts, with a Lua count hook on every VM instruction, the
-instructions each script line ran during 4 more batch puts (``put``) or during batch_exist_key /
-batch_get_replica_list over 4 stored batches (``exist``, ``get``). Prints the instructions per key
-by script, then the ``lines`` busiest lines (default 40) with their source.
+from that tree, stores 1 batch of 128 MLA keys (5 for reads; bench.common.populate: chains of 256
+blocks, each with its parent, as tests/redis_cpu_per_key.py), then counts, with a Lua count hook
+on every VM instruction, the instructions each script line ran during 4 more batch puts
+(``put``) or during batch_exist_key / batch_get_replica_list over 4 stored batches (``exist``,
+``get``). Prints the instructions per key by script, then the ``lines`` busiest lines (default
+40) with their source.
 
 Not Redis's cost: a C function a line calls (a redis.call, string.format, a table resize) counts
 as one instruction here and can cost thousands in Redis. Use it beside tests/redis_cpu_per_key.py
@@ -38,25 +39,20 @@ UNHOOK = "function() debug.sethook() end"
 async def main(tree: str, what: str, top: int) -> None:
     sys.path.insert(0, tree)
     from mooncake_redis import Config, MasterService, backend
-    from mooncake_redis.bench.common import block_hash
+    from mooncake_redis.bench.common import CLIENT, populate
     from mooncake_redis.lua_loader import load_all
-    from mooncake_redis.models import ReplicateConfig, Segment
+    from mooncake_redis.models import Segment
 
     url = "fakeredis://lua-line-profile"
     cfg = Config(namespace="prof", redis_url=url, enable_radix_tree=True, num_shards=64)
     svc = await MasterService.from_url(url, cfg)
-    await svc.mount_segment(Segment("s", "s", 1 << 44, 1 << 36), "c")
-    keys = [block_hash(i) for i in range(5 * 128)]
+    await svc.mount_segment(Segment("s", "s", 1 << 44, 1 << 36), CLIENT)
 
-    async def put(i: int) -> None:
-        b = keys[i * 128 : (i + 1) * 128]
-        parents = [keys[i * 128 - 1] if i % 2 else "", *b[:-1]]
-        cfgs = [ReplicateConfig(parent_block_hash=p) for p in parents]
-        res = await svc.batch_put_start("c", b, [[64]] * 128, cfgs)
-        assert all(isinstance(x, list) for x in res), res[:2]
-        assert await svc.batch_put_end("c", b) == [None] * 128
+    async def put(batches: int, salt: str) -> list[str]:
+        """Batch-128 puts, chains of 256 blocks (bench.common.populate checks every answer)."""
+        return await populate(svc, batches * 128, chain=256, value_size=64, salt=salt)
 
-    await put(0)  # the server's Lua runtime exists from the first script on
+    await put(1, "warm")  # the server's Lua runtime exists from the first script on
     server: Any = backend._FAKE_SERVERS["lua-line-profile"]
     runtime = server._lua_runtime
     # Each script under its own chunk name (fakeredis compiles them all as "<python>").
@@ -76,18 +72,17 @@ async def main(tree: str, what: str, top: int) -> None:
             return run_named(script, name.encode())
 
     server._lua_runtime = Named()
-    if what != "put":
-        for i in range(1, 5):
-            await put(i)
+    keys = [] if what == "put" else await put(4, "read")
     counts = runtime.table()
     runtime.eval(HOOK)(counts)
-    for i in range(1, 5):  # put: batches 1-4; reads: over what batches 1-4 stored
-        if what == "put":
-            await put(i)
-        elif what == "exist":
-            assert await svc.batch_exist_key(keys[i * 128 : (i + 1) * 128]) == [1] * 128
+    if what == "put":
+        await put(4, "put")
+    for i in range(len(keys) // 128):
+        batch = keys[i * 128 : (i + 1) * 128]
+        if what == "exist":
+            assert await svc.batch_exist_key(batch) == [True] * 128
         else:
-            got = await svc.batch_get_replica_list(keys[i * 128 : (i + 1) * 128])
+            got = await svc.batch_get_replica_list(batch)
             assert all(getattr(r, "replicas", None) for r in got), got[:2]
     runtime.eval(UNHOOK)()
     n = 4 * 128

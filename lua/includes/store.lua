@@ -251,29 +251,23 @@ local function store_index_leases(tag, pairs)
   zadd_pairs(K.lru(tag), 'GT', pairs)
 end
 
--- The object fields a lease grant reads, then the caller's extra fields, then pl (the prefix
--- length, last): the fields of an HMGET whose reply store_grant_leases takes as it is.
-local function store_grant_fields(...)
-  local f = { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
-  f[#f + 1] = F.obj.prefix_len
-  return f
-end
-
 -- Integer ms x as a decimal string ('%d': digits only, at any size, as radix_ms_max compares
 -- them), memoized per script call: now + ttl is formatted once per call, not once per shard.
 local function store_ms(x)
   return radix_fmt('%d', x)
 end
 
--- What a grant reads (exist, get_replicas), built once per call from store_grant_fields(...):
--- fields (an object hash's HMGET: l, sp, hp, rad, pfx, the caller's fields, pl; nf of them);
+-- What a grant reads (exist, get_replicas), built once per call from the caller's fields (...):
+-- fields (an object hash's HMGET: l, sp, hp, rad, pfx, the caller's fields, pl last; nf of
+-- them: store_grant_leases takes its reply as it is);
 -- block (a block hash's: fields, then the node's fields radix_touch reads, nb in all); and hot
 -- (a block hash's in a radix namespace: l, rad, the caller's fields, the node's fields: what a
 -- registered block key with rad '1' holds, every one present; none of sp, hp, pfx, pl, which
 -- rad '1' says are absent and which a listpack finds absent only by scanning all its fields).
 -- The caller's first field must be one every object has (st, r): it tells a miss.
 local function store_grant_reads(radix_on, ...)
-  local fields = store_grant_fields(...)
+  local fields = { F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin, F.obj.radix, F.obj.prefix, ... }
+  fields[#fields + 1] = F.obj.prefix_len
   local nf = #fields
   local block, hot = { unpack(fields) }, { F.obj.lease_ms, F.obj.radix, ... }
   for _, name in ipairs(RADIX_TOUCH_TIER_FIELDS) do -- what radix_touch reads (radix.lua)
@@ -321,7 +315,7 @@ end
 -- l = max(l, now + ttl) and the soft pin refreshed the same way, in one HSET of what changes
 -- (none when both already reach that far); then the lease index in one ZADD, and each radix
 -- node once with its newest lease and grant count (radix_touch). keys: the hits (a key may
--- repeat); fs: their HMGET replies of store_grant_fields (l, sp, hp, rad, pfx first, pl last)
+-- repeat); fs: their HMGET replies of reads.fields (store_grant_reads: l, sp, hp, rad, pfx first, pl last)
 -- or of store_grant_read; okeys (optional): their object keys, as the caller's HMGET built
 -- them; nb (optional): #fields of store_grant_read (a longer reply read a block hash's node
 -- fields too); n (optional): how many of keys, fs, okeys are this call's (tables a caller

@@ -157,6 +157,21 @@ def _ratio(ours: list[float], base: list[float]) -> dict[str, float]:
     }
 
 
+def _ratios(
+    secs: dict[str, dict[str, list[float]]], base: str
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Ours against base for put and exist: the medians, and each ratio's spread (_ratio)."""
+    spread = {op: _ratio(secs["ours"][op], secs[base][op]) for op in ("put", "exist")}
+    return {op: r["median"] for op, r in spread.items()}, spread
+
+
+RATE_NAMES = {
+    "put": "put_keys_per_s",
+    "exist": "exist_keys_per_s",
+    "absent": "exist_absent_keys_per_s",
+}
+
+
 async def bench_throughput(
     url: str, n_batches: int = 200, tp: int = 4, rounds: int = 10
 ) -> dict[str, Any]:
@@ -166,6 +181,7 @@ async def bench_throughput(
     out: dict[str, Any] = {"rounds": rounds}
     n = n_batches * BATCH
     master = await _master(n)
+    out["mooncake_master"] = master  # a dict of rates below, or why it is unavailable
     try:
         for key_format in ("mla", "mha"):
             svc = await fresh_service(url, enable_radix_tree=True, num_shards=64)
@@ -181,23 +197,16 @@ async def bench_throughput(
                 }
                 secs = await _rounds(runners, batches, rounds)
                 done = n_batches // rounds * rounds * BATCH
-                row: dict[str, Any] = {}
-                for name, by_op in secs.items():
-                    row[name] = {f"{op}_keys_per_s": done / sum(t) for op, t in by_op.items()}
-                    row[name] = {
-                        k.replace("absent_", "exist_absent_"): v for k, v in row[name].items()
-                    }
-                for base in [b for b in ("naive", "master") if b in secs]:
-                    ratios = {
-                        op: _ratio(secs["ours"][op], secs[base][op]) for op in ("put", "exist")
-                    }
-                    suffix = "naive" if base == "naive" else "mooncake_mla"
-                    row_key = f"ratio_vs_{suffix}"
-                    target = row if base == "naive" else out
-                    target[row_key] = {op: r["median"] for op, r in ratios.items()}
-                    target[row_key + "_rounds"] = ratios
-                if "master" in row:
-                    out["mooncake_master"] = row.pop("master")
+                rates = {
+                    name: {RATE_NAMES[op]: done / sum(t) for op, t in by_op.items()}
+                    for name, by_op in secs.items()
+                }
+                row: dict[str, Any] = {"ours": rates["ours"], "naive": rates["naive"]}
+                row["ratio_vs_naive"], row["ratio_vs_naive_rounds"] = _ratios(secs, "naive")
+                if "master" in secs:
+                    out["mooncake_master"] = rates["master"]
+                    ratios = _ratios(secs, "master")
+                    out["ratio_vs_mooncake_mla"], out["ratio_vs_mooncake_mla_rounds"] = ratios
                 out[key_format] = row
             finally:
                 await drop_namespace(svc)
@@ -205,8 +214,6 @@ async def bench_throughput(
     finally:
         if isinstance(master, _Master):
             await master.target.close()
-    if not isinstance(master, _Master):
-        out["mooncake_master"] = master
     return out
 
 
