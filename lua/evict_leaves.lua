@@ -12,7 +12,9 @@
 -- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1); then group count, then per group:
---       anchor, shard index, n, then n leaf hashes.
+--       anchor, shard index, n, then n items of leaf hash, pick position (children before
+--       their parents: the leaves are tried in that order, so a parent chosen with its
+--       children finds them gone on its first try).
 -- Returns: {1, {per leaf: {status, {erased object key...}, keys unregistered, bytes, parent,
 --          parent shard}},
 --          {continuation...}, {{shard, outbox entry}...}, now ms, {{shard, journal entry}...}},
@@ -23,7 +25,7 @@
 
 local epoch, expires, allow_soft = argn(), argn(), argn()
 local now = now_ms()
-local groups = evict_groups(1)
+local groups = evict_groups(2)
 if not evict_fence(groups, epoch, expires, now) then
   return { 0 }
 end
@@ -31,16 +33,19 @@ local out, conts, frees, journal = {}, {}, {}, {}
 local pending = {}
 for _, g in ipairs(groups) do
   for _, it in ipairs(g.items) do
-    table.insert(pending, { g.tag, g.shard, it[1], #pending + 1 })
+    table.insert(pending, { g.tag, g.shard, it[1], #pending + 1, tonumber(it[2]) })
   end
 end
+table.sort(pending, function(a, b) return a[5] < b[5] end)
 -- A parent chosen with its children becomes a leaf once they are gone: items found 'inner' are
 -- tried again after every round that evicted something.
 repeat
   local retry, progress = {}, false
   for _, e in ipairs(pending) do
     local tag, shard, h, idx = e[1], e[2], e[3], e[4]
-    local st, _, _, soft = evict_leaf_state(tag, h, now)
+    -- One HGETALL of the node: its child count, keys, parent and the block key's object.
+    local node = evict_node(tag, h)
+    local st, _, _, soft = evict_leaf_state(tag, h, now, false, node)
     if st == 'ok' and soft and allow_soft ~= 1 then
       st = 'soft'
     end
@@ -49,9 +54,9 @@ repeat
     elseif st ~= 'ok' then
       out[idx] = { st, {}, 0, '0', '', '-1' }
     else
-      local p = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard)
+      local p = { node.f[3], node.f[4] }
       local mine, before = {}, #conts
-      local erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees)
+      local erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees, node.keys)
       evict_unlink_local(tag, mine, conts)
       for c = before + 1, #conts do
         local j = cjson.encode(conts[c])

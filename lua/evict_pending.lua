@@ -12,10 +12,16 @@
 
 local out = {}
 each_group(function(tag, shard, n)
-  table.insert(out, {
-    redis.call('LLEN', K.unlinks(tag)),
-    redis.call('LLEN', K.outbox(tag)),
-    redis.call('ZCARD', K.orphans(tag)),
-  })
+  -- Empty lists and sets do not exist: one EXISTS over the shard's three keys (one slot) is
+  -- the whole read of a shard with nothing pending, the common case.
+  if redis.call('EXISTS', K.unlinks(tag), K.outbox(tag), K.orphans(tag)) == 0 then
+    table.insert(out, { 0, 0, 0 })
+  else
+    table.insert(out, {
+      redis.call('LLEN', K.unlinks(tag)),
+      redis.call('LLEN', K.outbox(tag)),
+      redis.call('ZCARD', K.orphans(tag)),
+    })
+  end
 end)
 return out

@@ -16,18 +16,24 @@ local epoch, expires = argn(), argn()
 local turnover = arg()
 local evicted = argn()
 local groups = evict_groups(0)
-if not evict_fence(groups, epoch, expires, now_ms()) then
+-- One read of each shard's stats (fence, nodes, clock) and one write (turnover, clock, the
+-- raised fence).
+if not evict_fence(groups, epoch, expires, now_ms(), { F.stats.nodes, F.stats.clock }, true) then
   return 0
 end
 if turnover == '' then
   local sum = 0
   for _, g in ipairs(groups) do
-    sum = sum + (tonumber(redis.call('HGET', K.stats(g.tag), F.stats.nodes)) or 0)
+    sum = sum + (tonumber(g.stats[2]) or 0)
   end
-  turnover = sum
+  turnover = string.format('%d', sum)
 end
 for _, g in ipairs(groups) do
-  redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover)
-  redis.call('HINCRBY', K.stats(g.tag), F.stats.clock, evicted)
+  local clock = string.format('%d', (tonumber(g.stats[3]) or 0) + evicted)
+  if g.raise then
+    redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover, F.stats.clock, clock, F.stats.fence, epoch)
+  else
+    redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover, F.stats.clock, clock)
+  end
 end
 return 1

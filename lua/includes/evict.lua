@@ -31,42 +31,60 @@ local function evict_groups(width)
   return out
 end
 
--- True when every shard of groups accepts epoch; raises the shards' fences to epoch.
-local function evict_fence(groups, epoch, expires, now)
+-- True when every shard of groups accepts epoch; raises the shards' fences to epoch. One HMGET
+-- of each shard's stats (the fence, then the fields of `extra`, kept as g.stats for the
+-- caller); with `defer` the raise is left to the caller's own HSET of those stats (g.raise:
+-- the fence field and epoch go with it), one write per shard instead of two.
+local function evict_fence(groups, epoch, expires, now, extra, defer)
   if now >= expires then
     return false
   end
   for _, g in ipairs(groups) do
-    local f = tonumber(redis.call('HGET', K.stats(g.tag), F.stats.fence)) or 0
-    if epoch < f then
+    local row = redis.call('HMGET', K.stats(g.tag), F.stats.fence, unpack(extra or {}))
+    if epoch < (tonumber(row[1]) or 0) then
       return false
     end
+    g.stats, g.raise = row, epoch > (tonumber(row[1]) or 0)
   end
-  for _, g in ipairs(groups) do
-    local f = tonumber(redis.call('HGET', K.stats(g.tag), F.stats.fence)) or 0
-    if epoch > f then
-      redis.call('HSET', K.stats(g.tag), F.stats.fence, epoch)
+  if not defer then
+    for _, g in ipairs(groups) do
+      if g.raise then
+        redis.call('HSET', K.stats(g.tag), F.stats.fence, epoch)
+      end
     end
   end
   return true
 end
 
--- Freed bytes of a replica list (sum of buffer lengths), a decimal string.
-local function evict_rep_bytes(reps)
-  local b = '0'
-  for _, rep in ipairs(reps) do
-    if u64_valid(rep.len) then
-      b = dec_add(b, u64_to_dec(rep.len))
+-- Whether every replica of record raw (field r) is COMPLETE, and the bytes they hold (decimal
+-- string), read from the record alone: a status and a length need no segment-table lookup.
+local function evict_record(raw)
+  local all, b = true, '0'
+  for st, len in string.gmatch(raw or '', '[^,;]+,([^,;]+),[^,;]+,[^,;]+,([^,;]+)') do
+    all = all and st == 'C'
+    len = store_unhex(len)
+    if u64_valid(len) then
+      b = dec_add(b, u64_to_dec(len))
     end
   end
-  return b
+  return all, b
 end
 
 -- Whether object key may be evicted now. Returns status, bytes, soft:
 -- 'ok' | 'absent' (not stored) | 'hard' (hard pinned) | 'lease' (lease not expired) |
--- 'busy' (a replica not COMPLETE); soft = soft pin active.
-local function evict_object_state(tag, key, now)
-  local f = redis.call('HMGET', K.obj(tag, key), F.obj.put_id, F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin)
+-- 'busy' (a replica not COMPLETE); soft = soft pin active. vals (optional): the fields of the
+-- key's hash as already read (evict_node's HGETALL of a block hash holding its block key).
+local evict_obj_fields = { F.obj.put_id, F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin }
+local function evict_object_state(tag, key, now, vals)
+  local f
+  if vals then
+    f = {}
+    for j, name in ipairs(evict_obj_fields) do
+      f[j] = vals[name] or false
+    end
+  else
+    f = redis.call('HMGET', K.obj(tag, key), unpack(evict_obj_fields))
+  end
   if not f[1] then
     return 'absent', '0', false
   end
@@ -76,18 +94,18 @@ local function evict_object_state(tag, key, now)
   if (tonumber(f[3]) or 0) > now then
     return 'lease', '0', false
   end
-  local reps = store_replicas(f[2], tag)
-  if not store_all_complete(reps) then
+  local complete, bytes = evict_record(f[2])
+  if not complete then
     return 'busy', '0', false
   end
   local soft = f[4] ~= false and (tonumber(f[4]) or 0) > now
-  return 'ok', evict_rep_bytes(reps), soft
+  return 'ok', bytes, soft
 end
 
 -- Node h in one HGETALL, for the read steps (what radix_keys, radix_nchildren and the row's
 -- HMGET would read): {keys = its registered keys (radix_keys' order), nc = child count,
--- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false)}; false when the
--- node does not exist.
+-- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false), vals = every other
+-- field by name (the block key's object fields among them)}; false when the node does not exist.
 local evict_row_fields = { F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed }
 local function evict_node(tag, h)
   local flat = redis.call('HGETALL', K.node(tag, h))
@@ -113,7 +131,7 @@ local function evict_node(tag, h)
   for j, name in ipairs(evict_row_fields) do
     f[j] = vals[name] or false
   end
-  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, f = f }
+  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, f = f, vals = vals }
 end
 
 -- Whether leaf h may be evicted now (all its keys together). Returns status, bytes (decimal
@@ -135,7 +153,7 @@ local function evict_leaf_state(tag, h, now, any_node, node)
   end
   local bytes, objs, soft = '0', 0, false
   for _, key in ipairs(keys) do
-    local st, b, sp = evict_object_state(tag, key, now)
+    local st, b, sp = evict_object_state(tag, key, now, node and key == h and node.vals or nil)
     if st == 'ok' then
       bytes = dec_add(bytes, b)
       objs = objs + 1
@@ -161,7 +179,9 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
   else
     f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed)
   end
-  z = z or redis.call('ZSCORE', K.leaves(tag), h)
+  if not z and not (node and node.nc > 0) then -- an inner node is never in the index (fsck)
+    z = redis.call('ZSCORE', K.leaves(tag), h)
+  end
   local st = radix_tier_state(tag)
   if not z then
     -- not in the index (a parent read ahead): the score it will get there (radix_leaf_score)
@@ -177,18 +197,20 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
   return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
 end
 
--- Evicts leaf h: erases every stored key (frees to the outbox, unregistered from the radix
+-- Evicts leaf h (keys: its registered keys as evict_node read them, else read here): erases
+-- every stored key (frees to the outbox, unregistered from the radix
 -- index) and unregisters the keys registered but not stored; the node then collapses and its
 -- parent becomes a leaf (same shard) or a continuation comes back (other shard).
 -- Returns the erased object keys, the count of keys removed from the index, bytes freed
 -- (decimal string).
-local function evict_leaf(tag, shard, h, conts, frees)
-  local keys = radix_keys(tag, h)
+local function evict_leaf(tag, shard, h, conts, frees, keys)
+  keys = keys or radix_keys(tag, h)
   local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
     local r = redis.call('HGET', K.obj(tag, key), F.obj.replicas)
     if r then
-      bytes = dec_add(bytes, evict_rep_bytes(store_replicas(r, tag)))
+      local _, b = evict_record(r)
+      bytes = dec_add(bytes, b)
       store_erase(tag, shard, key, conts, frees, nil)
       table.insert(erased, key)
     end

@@ -353,9 +353,15 @@ end
 
 -- Whether the keys of shard tag ptag live on this node. On a cluster a script may touch only
 -- local slots; redis.pcall turns the refusal into an error reply instead of aborting.
+local radix_local_cache = {}
 local function radix_local(ptag)
-  local r = redis.pcall('EXISTS', K.stats(ptag))
-  return type(r) ~= 'table' or r.err == nil
+  local yes = radix_local_cache[ptag]
+  if yes == nil then -- asked once per shard and script call (slots do not move during one)
+    local r = redis.pcall('EXISTS', K.stats(ptag))
+    yes = type(r) ~= 'table' or r.err == nil
+    radix_local_cache[ptag] = yes
+  end
+  return yes
 end
 
 -- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,

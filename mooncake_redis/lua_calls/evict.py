@@ -290,9 +290,12 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
 async def evict_leaves(
     ctx: Context, fence: Fence, leaves: Sequence[tuple[int, str]], allow_soft: bool
 ) -> list[FencedCall]:
-    """``evict_leaves``: evicts (shard, hash) leaves, each with all its keys."""
+    """``evict_leaves``: evicts (shard, hash) leaves, each with all its keys, tried in the
+    order given (children before their parents; the shard groups do not keep it)."""
     calls = await ctx.run_sharded(
-        "evict_leaves", [(sh, [h]) for sh, h in leaves], [*fence, 1 if allow_soft else 0]
+        "evict_leaves",
+        [(sh, [h, i]) for i, (sh, h) in enumerate(leaves)],
+        [*fence, 1 if allow_soft else 0],
     )
     return _fenced(calls, leaves=True)
 
