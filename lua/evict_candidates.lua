@@ -30,7 +30,9 @@ local groups = evict_groups(2)
 local function head_entries(lk, csn, cm, n)
   local start = evict_cursor_start(lk, csn, cm)
   local got = {}
-  local step = math.max(16, n)
+  -- From the start (no cursor) the first n entries are the answer unless one is not in the
+  -- past (the walk ends there): read n; after a cursor a few may still be at or before it.
+  local step = csn and math.max(16, n) or n
   while true do
     local chunk = redis.call('ZRANGE', lk, start, start + step - 1, 'WITHSCORES')
     if #chunk == 0 then
@@ -58,7 +60,9 @@ local function evict_window(tag, lk, cs, cm, csn, gmax)
   local start = evict_cursor_start(lk, csn, cm)
   local rows, scanned, exhausted = {}, 0, 0
   local sk = { lease = 0, hard = 0, busy = 0 }
-  local step = math.max(16, max)
+  -- Twice the rows wanted (skipped leaves: the walk reads on; a larger chunk than that is
+  -- mostly read for nothing, the reply converted all the same).
+  local step = math.max(8, 2 * gmax)
   local done = false
   while not done do
     local chunk = redis.call('ZRANGE', lk, start, start + step - 1, 'WITHSCORES')

@@ -207,11 +207,10 @@ local function evict_leaf(tag, shard, h, conts, frees, keys)
   keys = keys or radix_keys(tag, h)
   local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
-    local r = redis.call('HGET', K.obj(tag, key), F.obj.replicas)
-    if r then
+    local stored, r = store_erase(tag, shard, key, conts, frees, nil)
+    if stored then
       local _, b = evict_record(r)
       bytes = dec_add(bytes, b)
-      store_erase(tag, shard, key, conts, frees, nil)
       table.insert(erased, key)
     end
     radix_remove_key(tag, shard, h, key, conts)

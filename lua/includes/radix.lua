@@ -241,9 +241,9 @@ local function radix_zadd_leaf(tag, h, xx)
   end
 end
 
-local function radix_refresh_leaf(tag, h)
-  local nk = radix_nkeys(tag, h)
-  local nc = radix_nchildren(tag, h)
+local function radix_refresh_leaf(tag, h, nk, nc)
+  nk = nk or radix_nkeys(tag, h) -- nk, nc (optional): the counts as the caller just read them
+  nc = nc or radix_nchildren(tag, h)
   if nk > 0 and nc == 0 then
     radix_zadd_leaf(tag, h, false)
   else
@@ -501,20 +501,21 @@ local function radix_will_adopt(tag, h)
 end
 
 -- Deletes h if it has no keys and no children, then walks up while the parent is in this shard.
+-- One HMGET per level: whether the node exists (t), its counts and its parent edge.
 local function radix_collapse(tag, shard, h, conts)
   local guard = 0
   while h and guard < 1000000 do
     guard = guard + 1
-    local nkey = K.node(tag, h)
-    if not radix_exists(tag, h) then
+    local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard,
+      F.node.link_gen, F.node.created_ms, F.node.nkeys, F.node.nchildren)
+    if not f[4] then
       return
     end
-    if radix_nkeys(tag, h) > 0
-        or radix_nchildren(tag, h) > 0 then
-      radix_refresh_leaf(tag, h)
+    local nk, nc = tonumber(f[5]) or 0, tonumber(f[6]) or 0
+    if nk > 0 or nc > 0 then
+      radix_refresh_leaf(tag, h, nk, nc)
       return
     end
-    local f = redis.call('HMGET', nkey, F.node.parent, F.node.parent_shard, F.node.link_gen)
     radix_drop_node(tag, h)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)

@@ -214,7 +214,7 @@ end
 -- sends the frees of its remaining replicas to the outbox (appending {shard, entry} to frees) or,
 -- when release_at is given, to the discarded set due at release_at, and unregisters it from the
 -- radix index (continuations for the parent shards are appended to conts).
--- Returns false when the object does not exist.
+-- Returns false when the object does not exist, else true and its replica record (field r).
 local function store_erase(tag, shard, key, conts, frees, release_at)
   local okey = K.obj(tag, key)
   local f = redis.call('HMGET', okey, F.obj.replicas, F.obj.size, F.obj.put_id, F.obj.radix, F.obj.prefix, F.obj.prefix_len)
@@ -242,7 +242,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
     radix_remove_key(tag, shard, pfx, key, conts)
     radix_lost_object(tag, shard, pfx, conts, now_ms())
   end
-  return true
+  return true, f[1]
 end
 
 -- The lease index of one shard: {lease, key...} pairs of not hard-pinned objects, one ZADD GT
