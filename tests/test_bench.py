@@ -60,6 +60,8 @@ def test_bench_wire_sections(
     }
     wire = res["wire"]
     for metric in ("batch_is_exist_128_keys_per_s", "batch_put_from_128x4KiB_keys_per_s",
+                   "batch_is_exist_128_block_keys_per_s",
+                   "batch_put_from_128x4KiB_block_keys_per_s",
                    "put_4KiB_per_s", "get_4KiB_per_s", "is_exist_per_s"):  # fmt: skip
         row = wire[metric]
         assert row["real master"] > 0 and row["1 worker"] > 0 and row["3 workers"] > 0, row
