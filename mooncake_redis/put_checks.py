@@ -135,8 +135,9 @@ class PutChecks:
             cfgs = [one] * len(keys)
         results: list[list[ReplicaDescriptor] | MooncakeError | None] = [None] * len(keys)
         items: list[PutItem] = []
-        # Put ids: one random base per batch, then the key's index (unique, never '|').
-        base = uuid.uuid4().hex[:24]
+        # Put ids: one random 64-bit base per batch (fixed length), then the key's index in
+        # hex (unique, never '|'): 17-20 bytes in every object record, not 32.
+        base = uuid.uuid4().hex[:16]
         # The common case inline (an ASCII key of no tenant scope, one positive size, RFC
         # Design 4 prefixes): _check_put's fast path without a call per key; the rest, and
         # every refusal, through _check_put (which names the error).
@@ -162,13 +163,13 @@ class PutChecks:
                     if parent != prefix:
                         append(
                             PutItem(
-                                i, key, size, prefix, shard_of(prefix), f"{base}{i:08x}", cfg,
+                                i, key, size, prefix, shard_of(prefix), f"{base}{i:x}", cfg,
                                 shard_of(parent) if parent else -1,
                             )
                         )  # fmt: skip
                         continue
             try:
-                append(self.check_put(i, key, lengths, cfg, f"{base}{i:08x}"))
+                append(self.check_put(i, key, lengths, cfg, f"{base}{i:x}"))
             except MooncakeError as exc:
                 results[i] = exc
         # The later steps (put_end, exists, revoke) find these keys' shards in the memo.
