@@ -43,18 +43,20 @@ class LeafRow(NamedTuple):
 
 
 def _leaf(row: Sequence[Any]) -> LeafRow:
+    # float() and int() take the reply's bytes (or str) as they are: only the two names are
+    # decoded (a pass reads about a hundred rows).
     h, s, hits, nbytes, objs, soft, parent, pshard, z, stamp, clock, exposed = row
     return LeafRow(
         _s(h),
-        float(_s(s)),
-        int(float(_s(hits))),
+        float(s),
+        int(float(hits)),
         int(nbytes),
         int(objs),
         bool(int(soft)),
         _s(parent),
-        int(_s(pshard)),
-        float(_s(z)),
-        int(float(_s(stamp))),
+        int(pshard),
+        float(z),
+        int(float(stamp)),
         int(clock),
         bool(int(exposed)),
     )
