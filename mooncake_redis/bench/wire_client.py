@@ -54,46 +54,40 @@ def run(rpc: str, metadata: str, seconds: float) -> dict[str, float]:
             ctypes.memset(base + i * VALUE, i + 1, VALUE)
         ptrs = [base + i * VALUE for i in range(BATCH)]
         sizes = [VALUE] * BATCH
-        batches: list[list[str]] = []
 
-        def put_batch(n: int) -> None:
-            keys = [f"{prefix}-b{n}-{i}" for i in range(BATCH)]
-            codes = store.batch_put_from(keys, ptrs, sizes)
-            need(list(codes) == [0] * BATCH, codes)
-            batches.append(keys)
+        def stored_batches(key: Callable[[int, int], str]) -> tuple[list[list[str]], float, float]:
+            """batch_put_from then batch_is_exist of batches of key(n, i); the batches and the
+            two rates (keys/s)."""
+            batches: list[list[str]] = []
 
-        n_put, t_put = _timed(seconds, MAX_BATCHES, put_batch)
+            def put_batch(n: int) -> None:
+                keys = [key(n, i) for i in range(BATCH)]
+                codes = store.batch_put_from(keys, ptrs, sizes)
+                need(list(codes) == [0] * BATCH, codes)
+                batches.append(keys)
 
-        def exists(n: int) -> None:
-            found = store.batch_is_exist(batches[n % len(batches)])
-            need(list(found) == [1] * BATCH, found)
+            n_put, t_put = _timed(seconds, MAX_BATCHES, put_batch)
 
-        n_ex, t_ex = _timed(seconds, 1 << 30, exists)
+            def exists(n: int) -> None:
+                found = store.batch_is_exist(batches[n % len(batches)])
+                need(list(found) == [1] * BATCH, found)
+
+            n_ex, t_ex = _timed(seconds, 1 << 30, exists)
+            return batches, n_put * BATCH / t_put, n_ex * BATCH / t_ex
+
+        batches, put_rate, exist_rate = stored_batches(lambda n, i: f"{prefix}-b{n}-{i}")
 
         def absent(n: int) -> None:
             keys = [f"{prefix}-absent-{n}-{i}" for i in range(BATCH)]
             need(list(store.batch_is_exist(keys)) == [0] * BATCH)
 
         n_ab, t_ab = _timed(seconds, 1 << 30, absent)
-
         # The same two batch calls with the keys an engine sends for an MLA model: 64-hex
         # block hashes (SGLang HiCache), which our layout keeps in the block's own hash (the
         # keys above are arbitrary strings: an object hash and a radix node each).
-        blocks: list[list[str]] = []
-
-        def put_blocks(n: int) -> None:
-            keys = [hashlib.sha256(f"{prefix}-h{n}-{i}".encode()).hexdigest() for i in range(BATCH)]
-            codes = store.batch_put_from(keys, ptrs, sizes)
-            need(list(codes) == [0] * BATCH, codes)
-            blocks.append(keys)
-
-        n_hp, t_hp = _timed(seconds, MAX_BATCHES, put_blocks)
-
-        def exists_blocks(n: int) -> None:
-            found = store.batch_is_exist(blocks[n % len(blocks)])
-            need(list(found) == [1] * BATCH, found)
-
-        n_hx, t_hx = _timed(seconds, 1 << 30, exists_blocks)
+        blocks, block_put_rate, block_exist_rate = stored_batches(
+            lambda n, i: hashlib.sha256(f"{prefix}-h{n}-{i}".encode()).hexdigest()
+        )
         value = bytes(range(256)) * (VALUE // 256)
         singles: list[str] = []
 
@@ -122,15 +116,15 @@ def run(rpc: str, metadata: str, seconds: float) -> dict[str, float]:
         need(all(dst.raw[i * VALUE : (i + 1) * VALUE] == bytes([i + 1]) * VALUE
                    for i in range(BATCH)))  # fmt: skip
         return {
-            "batch_put_from_128x4KiB_keys_per_s": n_put * BATCH / t_put,
-            "batch_is_exist_128_keys_per_s": n_ex * BATCH / t_ex,
+            "batch_put_from_128x4KiB_keys_per_s": put_rate,
+            "batch_is_exist_128_keys_per_s": exist_rate,
             "batch_is_exist_128_absent_keys_per_s": n_ab * BATCH / t_ab,
-            "batch_put_from_128x4KiB_block_keys_per_s": n_hp * BATCH / t_hp,
-            "batch_is_exist_128_block_keys_per_s": n_hx * BATCH / t_hx,
+            "batch_put_from_128x4KiB_block_keys_per_s": block_put_rate,
+            "batch_is_exist_128_block_keys_per_s": block_exist_rate,
             "put_4KiB_per_s": n_p / t_p,
             "is_exist_per_s": n_e / t_e,
             "get_4KiB_per_s": n_g / t_g,
-            "objects_written": float((n_put + n_hp) * BATCH + n_p),
+            "objects_written": float((len(batches) + len(blocks)) * BATCH + n_p),
         }
     finally:
         store.close()
