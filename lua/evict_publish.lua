@@ -29,11 +29,10 @@ if turnover == '' then
   turnover = string.format('%d', sum)
 end
 for _, g in ipairs(groups) do
-  local clock = string.format('%d', (tonumber(g.stats[3]) or 0) + evicted)
+  local w = { F.stats.turnover, turnover, F.stats.clock, string.format('%d', (tonumber(g.stats[3]) or 0) + evicted) }
   if g.raise then
-    redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover, F.stats.clock, clock, F.stats.fence, epoch)
-  else
-    redis.call('HSET', K.stats(g.tag), F.stats.turnover, turnover, F.stats.clock, clock)
+    w[5], w[6] = F.stats.fence, epoch
   end
+  redis.call('HSET', K.stats(g.tag), unpack(w))
 end
 return 1

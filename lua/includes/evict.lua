@@ -41,10 +41,11 @@ local function evict_fence(groups, epoch, expires, now, extra, defer)
   end
   for _, g in ipairs(groups) do
     local row = redis.call('HMGET', K.stats(g.tag), F.stats.fence, unpack(extra or {}))
-    if epoch < (tonumber(row[1]) or 0) then
+    local fence = tonumber(row[1]) or 0
+    if epoch < fence then
       return false
     end
-    g.stats, g.raise = row, epoch > (tonumber(row[1]) or 0)
+    g.stats, g.raise = row, epoch > fence
   end
   if not defer then
     for _, g in ipairs(groups) do
@@ -207,13 +208,15 @@ local function evict_leaf(tag, shard, h, conts, frees, keys)
   keys = keys or radix_keys(tag, h)
   local erased, bytes = {}, '0'
   for _, key in ipairs(keys) do
-    local stored, r = store_erase(tag, shard, key, conts, frees, nil)
+    local stored, r, unregistered = store_erase(tag, shard, key, conts, frees, nil)
     if stored then
       local _, b = evict_record(r)
       bytes = dec_add(bytes, b)
       table.insert(erased, key)
     end
-    radix_remove_key(tag, shard, h, key, conts)
+    if unregistered ~= h then -- a key registered here but not stored (or stored elsewhere)
+      radix_remove_key(tag, shard, h, key, conts)
+    end
   end
   return erased, #keys, bytes
 end

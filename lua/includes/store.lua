@@ -214,7 +214,8 @@ end
 -- sends the frees of its remaining replicas to the outbox (appending {shard, entry} to frees) or,
 -- when release_at is given, to the discarded set due at release_at, and unregisters it from the
 -- radix index (continuations for the parent shards are appended to conts).
--- Returns false when the object does not exist, else true and its replica record (field r).
+-- Returns false when the object does not exist, else true, its replica record (field r) and
+-- the prefix it was unregistered from (nil when it was not registered).
 local function store_erase(tag, shard, key, conts, frees, release_at)
   local okey = K.obj(tag, key)
   local f = redis.call('HMGET', okey, F.obj.replicas, F.obj.size, F.obj.put_id, F.obj.radix, F.obj.prefix, F.obj.prefix_len)
@@ -237,12 +238,13 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   redis.call('ZREM', K.processing(tag), key)
   redis.call('HINCRBY', K.stats(tag), F.stats.objects, -1)
   dec_hincr(K.stats(tag), 'bytes', f[2] or '0', true)
+  local pfx = nil
   if f[4] then -- registered (rad '1' or '2')
-    local pfx = store_prefix(key, f[5], f[6])
+    pfx = store_prefix(key, f[5], f[6])
     radix_remove_key(tag, shard, pfx, key, conts)
     radix_lost_object(tag, shard, pfx, conts, now_ms())
   end
-  return true, f[1]
+  return true, f[1], pfx
 end
 
 -- The lease index of one shard: {lease, key...} pairs of not hard-pinned objects, one ZADD GT
