@@ -32,6 +32,7 @@ from mooncake_redis.fsck import fsck
 from mooncake_redis.models import ReplicateConfig, Segment
 from mooncake_redis.server.app import ServerSettings, create_app
 from tests.helpers import h
+from tests.servers import saturate
 
 TTL = 1000
 CFG = dict(
@@ -90,16 +91,9 @@ async def put_chain(
 
 
 async def fill_to_oom(port: int) -> tuple[Any, list[str]]:
-    """Plain keys outside the namespace until Redis refuses one; the connection stays open."""
+    """Plain keys outside the namespace until Redis refuses writes; the connection stays open."""
     admin = redis.asyncio.Redis(port=port)
-    made = []
-    for j in range(200_000):
-        try:
-            await admin.set(f"filler:{j}", b"x" * 1024)
-        except redis.exceptions.OutOfMemoryError:
-            return admin, made
-        made.append(f"filler:{j}")
-    raise AssertionError("Redis never refused a write")
+    return admin, await saturate(admin)
 
 
 async def test_oom_longer_than_the_client_ttl_loses_nothing(small_redis: Any) -> None:
@@ -149,7 +143,7 @@ async def test_oom_triggers_eviction_and_answers_507(small_redis: Any) -> None:
         assert not (await svc.evictor_lease.read()).flag
         assert sum(await svc.batch_exist_key(acked)) == len(acked) - res.evicted_objects
         # Over HTTP the same refusal is 507 NO_AVAILABLE_HANDLE.
-        await fill_to_oom(small_redis.port)
+        again, _ = await fill_to_oom(small_redis.port)
         app = create_app(
             ServerSettings(config=Config(**CFG, redis_url=url), fsck_interval_s=0, evictor="off")
         )
@@ -167,6 +161,7 @@ async def test_oom_triggers_eviction_and_answers_507(small_redis: Any) -> None:
                 assert r.json()["result"]["client_status"] == "OK", r.text
         await admin.delete(*fillers)
         await admin.aclose()
+        await again.aclose()
         report = await fsck(svc)
         assert report.only_allowed, report.to_dict()["problems"]
     finally:

@@ -27,7 +27,7 @@ from mooncake_redis.fsck import ALLOWED_KINDS, fsck
 from mooncake_redis.models import ReplicateConfig, Segment
 from mooncake_redis.testing.probes import complete_objects
 from tests.helpers import h
-from tests.servers import RedisProcess, free_port
+from tests.servers import RedisProcess, free_port, saturate
 
 CFG = dict(
     namespace="pressure",
@@ -39,19 +39,6 @@ CFG = dict(
     put_start_discard_timeout_ms=300,
     put_start_release_timeout_ms=400,
 )
-
-
-async def saturate(admin: Any, start: int = 0) -> list[str]:
-    """Writes 1 KiB keys until Redis refuses one (OOM); returns their names. The caller keeps
-    ``admin`` open: closing a connection frees its buffers and could bring Redis back under."""
-    made: list[str] = []
-    for j in range(start, start + 100_000):
-        try:
-            await admin.set(f"filler:{j}", b"x" * 1024)
-        except redis.exceptions.OutOfMemoryError:
-            break
-        made.append(f"filler:{j}")
-    return made
 
 
 def oom(exc: BaseException) -> bool:
@@ -126,6 +113,7 @@ async def test_puts_fail_clearly_near_maxmemory_while_reads_and_removes_work(
         report = await fsck(svc)
         assert report.clean, report.to_dict()["problems"]
         # With memory back, puts work again and every remaining acknowledged object is there.
+        await admin.config_set("maxmemory", "3mb")  # saturate lowered it
         if fillers:
             await admin.delete(*fillers)
         await admin.aclose()
