@@ -22,7 +22,7 @@ each_group(function(tag, shard, n)
     local f = redis.call('HMGET', okey, F.obj.client, F.obj.replicas, F.obj.hard_pin, F.obj.lease_ms, F.obj.radix)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
-    elseif f[1] ~= client then
+    elseif f[1] ~= store_client_known(tag, client) then
       table.insert(out, { E.ILLEGAL_CLIENT, 'client_id: key ' .. key .. ' was started by another client' })
     else
       -- a string: a Lua number in a call costs Redis a %.17g snprintf (memoized: mostly now)

@@ -15,7 +15,7 @@ each_group(function(tag, shard, n)
     local f = redis.call('HMGET', K.obj(tag, key), F.obj.client, F.obj.replicas)
     if not f[1] then
       table.insert(out, { E.OBJECT_NOT_FOUND, 'key ' .. key .. ': object not found' })
-    elseif f[1] ~= client then
+    elseif f[1] ~= store_client_known(tag, client) then
       table.insert(out, { E.ILLEGAL_CLIENT, 'client_id: key ' .. key .. ' was started by another client' })
     else
       local ok = true

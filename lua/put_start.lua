@@ -11,7 +11,7 @@
 -- id counter, one ZADD / ZREM of the leaf index (deferred writes, flushed before any takeover).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: num_shards, commit deadline ms, discard timeout ms, release timeout ms, soft pin
---       ttl ms, radix flag (0/1), client id, the call's segment table: m, then m segments
+--       ttl ms, radix flag (0/1), client id (stored as its ref in the shard's client table), the call's segment table: m, then m segments
 --       (segment id, base (u64 hex), te endpoint, protocol, name); then group count, then per
 --       group: anchor, shard index, n, then n items of
 --       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1), replica
@@ -198,7 +198,7 @@ each_group(function(tag, shard, n)
         ids[#ids + 1] = id
       end
       -- Sized once by its constructor (the optional fields fill the falses; HSET takes nf).
-      local fields = { F.obj.client, client, F.obj.created_ms, now_s, F.obj.size, size,
+      local fields = { F.obj.client, store_client_ref(tag, client), F.obj.created_ms, now_s, F.obj.size, size,
         F.obj.lease_ms, '0', F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, store_encode(reps),
         false, false, false, false, false, false, false, false }
       local nf = store_prefix_fields(key, prefix, fields, 14)

@@ -77,7 +77,7 @@ each_group(function(tag, shard, n)
         rep.st = 'P'
       end
       reps_out = store_encode(old)
-      redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.status, 'P',
+      redis.call('HSET', okey, F.obj.client, store_client_ref(tag, client), F.obj.created_ms, now, F.obj.status, 'P',
         F.obj.upsert_id, pid, F.obj.replicas, reps_out)
       soft_pin(okey, f[5], soft, f[7])
       redis.call('ZREM', K.lru(tag), key)
@@ -106,7 +106,7 @@ each_group(function(tag, shard, n)
           rep.id, rep.st, rep.ms = new_id(tag, shard), 'P', nil
         end
         reps_out = store_encode(reps)
-        redis.call('HSET', okey, F.obj.client, client, F.obj.created_ms, now, F.obj.size, size,
+        redis.call('HSET', okey, F.obj.client, store_client_ref(tag, client), F.obj.created_ms, now, F.obj.size, size,
           F.obj.lease_ms, 0, F.obj.status, 'P', F.obj.put_id, pid, F.obj.replicas, reps_out)
         redis.call('HDEL', okey, F.obj.upsert_id)
         soft_pin(okey, f[5], soft, f[7])

@@ -16,8 +16,9 @@ ENV_PREFIX = "MOONCAKE_REDIS_"
 # record "id,st,ref,off,len" with a per-shard segment table, no per-shard objects/nodes SETs);
 # 4: allocation records in buckets; 5: the object prefix only when the key does not say it;
 # 6: a block key's object fields in its block hash (with its radix node), put time "pt";
-# 7: rad '2' marks a registered object with a pin or a stored prefix (a block key's hot read).
-SCHEMA_VERSION = 7
+# 7: rad '2' marks a registered object with a pin or a stored prefix (a block key's hot read);
+# 8: an object's client c is a ref into the shard's client table (cids), not the client id.
+SCHEMA_VERSION = 8
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")

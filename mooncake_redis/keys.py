@@ -37,6 +37,9 @@ SHARD_SUFFIXES: dict[str, str] = {
     "veto": ":veto",  # ZSET   allocations an unmount dropped before commit -> ms
     "unlinks": ":unlinks",  # LIST   eviction's cross-shard unlink steps not yet done (cjson)
     "segs": ":segs",  # HASH   segment table: ref -> cjson [seg, base, ep, proto, name] (store.lua)
+    # HASH   client table: ref -> client id, '=' client id -> ref, '#' the last ref (store.lua);
+    #        an object's c is its client's ref here (a wire client's id is a 36-byte UUID)
+    "cids": ":cids",
 }
 SEGMENT_SUFFIXES: dict[str, str] = {
     "info": ":info",  # HASH   name, base, size, te_endpoint, protocol, client_id, allocated, ...
@@ -78,7 +81,7 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
         "acquired_ms": "acquired_ms",
     },
     "obj": {  # {<ns>:<i>}:o:<key>
-        "client": "c",
+        "client": "c",  # the ref of the client that put it in the shard's client table (cids)
         "created_ms": "pt",  # not "t": a block key's object shares the block hash with its node
         "size": "sz",
         "lease_ms": "l",

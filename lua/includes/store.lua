@@ -1,7 +1,8 @@
 -- Object store helpers inside ONE object shard (tag). Includes what it needs (below).
 -- Field names: F.obj (fields.lua, from keys.HASH_FIELDS); the short names stored:
 --
--- Object HASH fields: c client, t put start ms, sz size, l lease timeout ms, sp soft pin timeout
+-- Object HASH fields: c the client's ref in the shard's client table (K.cids: ref -> client id,
+-- '=' .. client id -> ref, '#' the last ref; an entry never changes once written), t put start ms, sz size, l lease timeout ms, sp soft pin timeout
 -- ms (absent = no soft pin), hp '1' hard pinned, st 'P'/'C', pid put id, pfx prefix hash,
 -- rad '1' registered in the radix index ('2': and sp, hp, pfx or pl present), r replicas.
 -- r, the replica record (records.py decodes the same format): replicas joined by ';', each
@@ -68,6 +69,34 @@ local function store_free_entry(rep, pid)
 end
 
 local store_segcache = {}
+
+-- The ref of client in shard tag's client table, or false when it never put there (cached per
+-- script call). A wire client's id is a 36-byte UUID: as a ref the object's c is 1-4 bytes.
+local store_cidcache = {}
+local function store_client_known(tag, client)
+  local refs = store_cidcache[tag]
+  if not refs then
+    refs = {}
+    store_cidcache[tag] = refs
+  end
+  local ref = refs[client]
+  if ref == nil then
+    ref = redis.call('HGET', K.cids(tag), '=' .. client) or false
+    refs[client] = ref
+  end
+  return ref
+end
+
+-- The ref of client in shard tag's client table, adding its entry when it is new.
+local function store_client_ref(tag, client)
+  local ref = store_client_known(tag, client)
+  if not ref then
+    ref = string.format('%d', redis.call('HINCRBY', K.cids(tag), '#', 1))
+    redis.call('HSET', K.cids(tag), ref, client, '=' .. client, ref)
+    store_cidcache[tag][client] = ref
+  end
+  return ref
+end
 
 -- The segment-table entry ref of shard tag, as an array {seg, base, ep, proto, name} (cached).
 local function store_segment(tag, ref)

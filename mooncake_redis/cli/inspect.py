@@ -206,6 +206,10 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     shard = keys.shard_of(prefix)
     okey = keys.obj(shard, key)
     meta = object_fields(await service.backend.client.hgetall(okey))
+    client_id: str | None = None
+    if "c" in meta:
+        ref = await service.backend.client.hget(keys.shard_key(shard, "cids"), meta["c"])
+        client_id = ref.decode() if isinstance(ref, bytes) else ref
     replicas: Any = None
     if "r" in meta:
         try:
@@ -228,6 +232,7 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
         "redis_cli": f"HGETALL '{okey}'",
         "exists": bool(meta),
         "metadata": meta,
+        "client_id": client_id,  # c is its ref in the shard's client table (cids)
         "replicas": replicas,
         "registered_in_node": registered,
         "node_redis_key": node,

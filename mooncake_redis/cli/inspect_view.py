@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # The fields of an object hash (``{ns:i}:o:<key>``; a block key's are in its block hash
 # ``{ns:i}:n:<key>``, beside the node's), as the store scripts write them.
 OBJECT_FIELDS: dict[str, str] = {
-    "c": "client that put it",
+    "c": "client that put it: its ref in the shard's client table {ns:i}:cids",
     "pt": "put started (Redis ms)",
     "sz": "size in bytes",
     "st": "state: P put in progress, C complete",
@@ -171,6 +171,8 @@ def print_key(doc: dict[str, Any]) -> None:
             value = escape(v)
             if k in TIME_FIELDS and v.isdigit() and int(v) > 0:
                 value += f" ({relative(int(v), now)})"
+            elif k == "c" and doc.get("client_id") is not None:
+                value += f" ({escape(doc['client_id'])})"
             t.add_row(escape(k), value, OBJECT_FIELDS.get(k, ""))
         con.print(t)
         for r in doc["replicas"] or []:

@@ -112,6 +112,9 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
         for e in await client.zrange(keys.shard_key(shard, "discarded"), 0, -1):
             referenced.add(parse_entry(_s(e)))
         table = segment_table(await client.hgetall(keys.shard_key(shard, "segs")))
+        # The client table's refs (not its '=' client id fields nor the '#' counter).
+        cid_fields = map(_s, await client.hkeys(keys.shard_key(shard, "cids")))
+        cids = {k for k in cid_fields if k[:1] not in "=#"}
         for key in found.get(shard, []):
             raw = await client.hgetall(keys.obj(shard, key))
             obj = object_fields(raw)
@@ -128,6 +131,8 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                 continue
             if not reps:
                 report.add("object_without_replica", key, "object has no replica")
+            if obj.get("c") not in cids:  # put_end and put_revoke could never match its client
+                report.add("object_client_unknown", key, f"c={obj.get('c')!r}: no such client ref")
             for r in reps:
                 seg, off = str(r["seg"]), int(r["off"], 16)
                 referenced.add((seg, off, obj["pid"]))
