@@ -45,7 +45,7 @@ from mooncake_redis.testing.probes import snapshot_diff
 from tests.helpers import h
 
 EXAMPLES = int(os.environ.get("MCR_HTTP_FUZZ_EXAMPLES", "6"))
-CALL_TIMEOUT_S = 10.0
+CALL_TIMEOUT_S = 30.0
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BASE_URL = "http://worker"

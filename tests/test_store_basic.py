@@ -5,6 +5,7 @@ unique replica segments, mount/unmount, client expiry) plus our allocator and cr
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -55,7 +56,7 @@ def code(exc: pytest.ExceptionInfo[MooncakeError]) -> ErrorCode:
 
 
 async def test_put_get_remove_flow(make_service: Any) -> None:
-    svc = await mounted(make_service)
+    svc = await mounted(make_service, default_kv_lease_ttl_ms=1000)  # past a loaded stall
     reps = await svc.put_start(C, "k1", [100, 28], ReplicateConfig())
     assert len(reps) == 1 and reps[0].size == 128 and reps[0].status == "PROCESSING"
     r = reps[0]
@@ -68,12 +69,12 @@ async def test_put_get_remove_flow(make_service: Any) -> None:
     await svc.put_end(C, "k1")
     got = await svc.get_replica_list("k1")
     assert [x.buffer_address for x in got.replicas] == [r.buffer_address]
-    assert got.replicas[0].status == "COMPLETE" and got.lease_ttl_ms == 200
+    assert got.replicas[0].status == "COMPLETE" and got.lease_ttl_ms == 1000
     assert await svc.exist_key("k1") is True
     with pytest.raises(MooncakeError) as e:
         await svc.remove("k1")
     assert code(e) == ErrorCode.OBJECT_HAS_LEASE
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(1.05)
     await svc.remove("k1")
     assert await svc.exist_key("k1") is False
     with pytest.raises(MooncakeError) as e:
@@ -170,13 +171,14 @@ async def test_revoke_frees_and_unregisters(make_service: Any) -> None:
 
 
 async def test_stale_put_takeover(make_service: Any) -> None:
+    # Timeouts a loaded machine's stall between two calls does not pass.
     svc = await mounted(
-        make_service, n=1, put_start_discard_timeout_ms=200, put_start_release_timeout_ms=500
+        make_service, n=1, put_start_discard_timeout_ms=1000, put_start_release_timeout_ms=2000
     )
     first = await svc.put_start(C, "k", [1000])
     with pytest.raises(MooncakeError):
         await svc.put_start("c2", "k", [1000])
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(1.05)
     second = await svc.put_start("c2", "k", [1000])
     assert second[0].offset != first[0].offset  # the old buffer is not reused before release
     [st] = await svc.segment_stats()
@@ -186,7 +188,7 @@ async def test_stale_put_takeover(make_service: Any) -> None:
         await svc.put_end(C, "k")
     assert code(e) == ErrorCode.ILLEGAL_CLIENT
     await assert_clean(svc)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.0)
     await svc.run_janitor_once(force=True)
     [st] = await svc.segment_stats()
     assert st.allocated == 1000
@@ -198,7 +200,7 @@ async def test_janitor_discards_stale_puts(make_service: Any) -> None:
         make_service,
         enable_radix_tree=True,
         put_start_discard_timeout_ms=150,
-        put_start_release_timeout_ms=300,
+        put_start_release_timeout_ms=1000,  # far from the first run (a loaded machine stalls)
     )
     key = f"{h('p')}_0_k"
     await svc.put_start(C, key, [500])
@@ -209,7 +211,7 @@ async def test_janitor_discards_stale_puts(make_service: Any) -> None:
     with pytest.raises(MooncakeError):
         await svc.get_keys_by_prefix(h("p"))
     assert sum(s.allocated for s in await svc.segment_stats()) == 500
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.85)
     rep = await svc.run_janitor_once(force=True)
     assert rep.released_buffers == 1
     assert sum(s.allocated for s in await svc.segment_stats()) == 0
@@ -312,7 +314,7 @@ async def test_batch_calls_one_result_per_key(make_service: Any) -> None:
 
 
 async def test_remove_by_regex_and_all(make_service: Any) -> None:
-    svc = await mounted(make_service)
+    svc = await mounted(make_service, default_kv_lease_ttl_ms=5000)  # leased for the test
     for i in range(6):
         await put(svc, f"model/{i}")
     await put(svc, "other/1")
@@ -397,17 +399,23 @@ async def test_unmount_vetoes_uncommitted_reservation(make_service: Any) -> None
 
 
 async def test_client_expiry(make_service: Any) -> None:
-    # c2 pings every 0.3 s; C stays silent for 1.2 s: only C outlives the 1 s ttl.
+    # c2 pings every 0.1 s; C stays silent: only C outlives the 1 s ttl. The janitor runs after
+    # each ping until it expires someone (the service judges silence only over time it heard
+    # without a gap of half the ttl, so the pings are frequent: a loaded machine stalls).
     svc = await mounted(make_service, n=1, client_live_ttl_ms=1000, enable_radix_tree=True)
     await svc.mount_segment(Segment("other", "o", 0, MB), "c2")
     assert (await svc.ping(C)).client_status == "OK"
     key = f"{h('x')}_0_k"
     await put(svc, key, preferred_segment="seg0")
-    for _ in range(4):
-        await asyncio.sleep(0.3)
+    expired = unmounted = 0
+    deadline = time.monotonic() + 15
+    while not expired:
+        assert time.monotonic() < deadline, "C was never expired"
+        await asyncio.sleep(0.1)
         await svc.ping("c2")
-    rep = await svc.run_janitor_once(force=True)
-    assert rep.expired_clients == 1 and rep.unmounted_segments == 1
+        rep = await svc.run_janitor_once(force=True)
+        expired, unmounted = expired + rep.expired_clients, unmounted + rep.unmounted_segments
+    assert expired == 1 and unmounted == 1
     assert [s.id for s in await svc.segment_stats()] == ["other"]
     assert await svc.exist_key(key) is False
     assert await svc.get_nodes([h("x")]) == [None]
@@ -428,7 +436,10 @@ async def test_janitor_runs_once_per_interval(make_service: Any) -> None:
 
 
 async def test_crash_between_reserve_and_commit_is_reclaimed(make_service: Any) -> None:
-    svc = await mounted(make_service, n=1, alloc_commit_deadline_ms=100, alloc_reclaim_grace_ms=200)
+    # A deadline a loaded machine's stall between reserve and commit cannot pass.
+    svc = await mounted(
+        make_service, n=1, alloc_commit_deadline_ms=1000, alloc_reclaim_grace_ms=1100
+    )
 
     async def crash(step: str) -> None:
         if step == "put_start:reserved":
@@ -442,7 +453,7 @@ async def test_crash_between_reserve_and_commit_is_reclaimed(make_service: Any) 
     [st] = await svc.segment_stats()
     assert st.allocated == 1100 and st.pending == 2
     await assert_clean(svc)  # a pending reservation is not a leak yet
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(1.15)
     rep = await svc.run_janitor_once(force=True)
     assert rep.reclaimed_allocations == 1 and rep.confirmed_allocations == 1
     [st] = await svc.segment_stats()

@@ -35,7 +35,7 @@ from tests.conftest import _cleanup
 from tests.mooncake_driver import value
 
 DRIVER = str(Path(__file__).with_name("mooncake_driver.py"))
-LEASE_MS = 2000
+LEASE_MS = 5000  # leases granted early in the script outlive its slower side on a loaded machine
 CLIENT_ENV = {
     # The client binds ports of its own: keep them in this suite's range (docs/wire.md).
     # (an MC_* variable already set wins: sessions sharing one machine take disjoint ranges).
@@ -209,12 +209,25 @@ async def test_two_clients_through_two_workers_move_data(three_workers: WorkerFl
     either segment, so reads and writes cross between the processes over TCP."""
     keys = [f"pair-{i}" for i in range(8)]
     writer_steps: list[list[Any]] = [["put", k, 4096 * (i + 1), 5] for i, k in enumerate(keys)]
-    writer_steps.append(["sleep", 6.0])  # keep its segment mounted while the reader reads
+    writer_steps.append(["sleep", 15.0])  # keep its segment mounted while the reader reads
     writer = driver("script", three_workers.mooncake_address, three_workers.urls[0] + "/metadata")
     assert writer.stdin is not None
     writer.stdin.write(json.dumps(writer_steps))
     writer.stdin.close()
-    await asyncio.sleep(2.5)
+    # Until the writer's puts are stored (a loaded machine starts a client slowly).
+    svc = await MasterService.from_url(
+        three_workers.redis_url,
+        Config(redis_url=three_workers.redis_url, namespace=three_workers.namespace, num_shards=8),
+        create=False,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not all(await svc.batch_exist_key(keys)):
+            assert writer.poll() is None, "the writer exited before its puts were stored"
+            assert time.monotonic() < deadline, "the writer's puts were not stored in 60 s"
+            await asyncio.sleep(0.1)
+    finally:
+        await svc.aclose()
     reads: list[list[Any]] = [["get", k] for k in keys]
     got = await asyncio.to_thread(
         run_script, three_workers.mooncake_address, three_workers.urls[1] + "/metadata", reads

@@ -25,10 +25,12 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from mooncake_redis import Config, ErrorCode, MasterService, MooncakeError
 from mooncake_redis.client import AsyncMasterClient
 from mooncake_redis.fsck import fsck, load_nodes
+from mooncake_redis.keys import KeySchema
 from tests.conftest import _cleanup
 from tests.helpers import h
 from tests.servers import free_port
@@ -73,7 +75,7 @@ class Procs:
         self.evictors.append(p)
         return p
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 90.0) -> None:  # the fleet's: 17-22 s at load 12
         deadline = time.monotonic() + timeout
         for p, url in self.workers:
             while True:
@@ -85,6 +87,25 @@ class Procs:
                     pass
                 assert time.monotonic() < deadline, f"{url} not ready"
                 time.sleep(0.1)
+
+    def wait_lease_holder(self, pid: int, timeout: float = 60.0) -> None:
+        """Until process ``pid`` holds the evictor lease."""
+        lease_key = KeySchema(self.namespace, NUM_SHARDS).global_key("evictor")
+        client: Any = (
+            redis.RedisCluster.from_url(self.url.replace("+cluster", ""))
+            if "+cluster" in self.url
+            else redis.Redis.from_url(self.url)
+        )
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                holder = client.hget(lease_key, "holder")
+                if holder and int(holder.decode().split(":")[1]) == pid:
+                    return
+                assert time.monotonic() < deadline, f"lease holder {holder!r}, not {pid}"
+                time.sleep(0.05)
+        finally:
+            client.close()
 
     def kill_all(self) -> None:
         for p in [w for w, _ in self.workers] + self.evictors:
@@ -233,6 +254,8 @@ async def drive(procs: Procs, svc: MasterService) -> dict[str, Any]:
     victim.send_signal(signal.SIGKILL)
     victim.wait(5)
     await asyncio.gather(*lanes)
+    standby = procs.workers[2][0].pid
+    await asyncio.to_thread(procs.wait_lease_holder, standby, 15.0)  # a loaded takeover
     after = {
         k.decode(): v.decode() for k, v in (await svc.backend.client.hgetall(lease_key)).items()
     }
@@ -295,7 +318,9 @@ async def check_after(procs: Procs, out: dict[str, Any]) -> None:
 
 
 def test_three_workers_one_evictor_killed_midrun(procs: Procs) -> None:
-    procs.start_evictor()
+    evictor = procs.start_evictor()
+    # It holds the lease before the standby starts (else the standby may win the race).
+    procs.wait_lease_holder(evictor.pid)
     procs.start_worker()
     procs.start_worker()
     procs.start_worker(evictor="auto")  # the standby: competes for the evictor lease

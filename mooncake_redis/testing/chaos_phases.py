@@ -3,12 +3,12 @@
 Both need a Redis of the run's own (never the shared one): a throwaway redis-server on a free
 loopback port with ``appendonly yes, appendfsync always``. An outage SIGKILLs it, waits, and
 restarts it on the same port and directory (it comes back from its AOF); an OOM phase sets
-``maxmemory`` to what Redis holds at that moment and keeps it there (the evictor, counting Redis
-memory, frees room while puts are refused with NO_AVAILABLE_HANDLE), then lifts it. The lanes
-count what a phase refuses (RPC_FAIL during an outage, NO_AVAILABLE_HANDLE during OOM) as
-phase refusals, not errors; kills wait while a phase runs. The client ttl of the run is shorter
-than every phase, so that a client expired for the store's own trouble loses its objects, and
-the run counts them as lost.
+``maxmemory`` just under what Redis holds at that moment and keeps it there (the evictor,
+counting Redis memory, frees room while puts are refused with NO_AVAILABLE_HANDLE), then
+lifts it. The lanes count what a phase refuses (RPC_FAIL during an outage,
+NO_AVAILABLE_HANDLE during OOM) as phase refusals, not errors; kills wait while a phase runs.
+The client ttl of the run is shorter than every phase, so that a client expired for the
+store's own trouble loses its objects, and the run counts them as lost.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from .redis_servers import RedisProcess, free_port
 
 GRACE_S = 1.5  # calls that started in a phase may fail a little after it ends
+OOM_MARGIN = 256 * 1024  # an OOM phase holds maxmemory this far under what Redis uses
 
 
 @dataclass
@@ -93,9 +94,12 @@ async def run_phases(
             admin = aioredis.Redis(port=server.port)
             try:
                 used = int((await admin.info("memory"))["used_memory"])
-                say(f"t={start - t_start:5.1f}s Redis at maxmemory ({used} B) for {oom_s:.1f} s")
-                await admin.config_set("maxmemory", used)
-                entry["maxmemory"] = used
+                # Under what is used: at exactly that, a few KiB freed (a query buffer shrunk)
+                # would let writes through again.
+                limit = max(used - OOM_MARGIN, 1 << 20)
+                say(f"t={start - t_start:5.1f}s Redis at maxmemory ({limit} B) for {oom_s:.1f} s")
+                await admin.config_set("maxmemory", limit)
+                entry["maxmemory"] = limit
                 await asyncio.sleep(oom_s)
                 await admin.config_set("maxmemory", 0)
             finally:
