@@ -77,6 +77,31 @@ def segment_table(raw: dict[Any, Any]) -> SegmentTable:
     return out
 
 
+def client_table(raw: dict[Any, Any]) -> tuple[dict[str, str], list[str]]:
+    """A shard's client table (``HGETALL {<ns>:<i>}:cids``, store.lua) as ref -> client id, and
+    what is inconsistent in it: a ref and its ``=`` entry that do not name each other, or the
+    ``#`` counter below a ref (the next client would get a ref already in use)."""
+    refs: dict[str, str] = {}
+    back: dict[str, str] = {}
+    last = 0
+    for k, v in raw.items():
+        field, value = _s(k), _s(v)
+        if field == "#":
+            last = int(value) if value.isdigit() else -1
+        elif field[:1] == "=":
+            back[field[1:]] = value
+        else:
+            refs[field] = value
+    problems = [f"ref {r} -> {c!r}, whose '=' entry is {back.get(c)!r}"
+                for r, c in refs.items() if back.get(c) != r]  # fmt: skip
+    problems += [f"'={c}' -> {r}, which is not its ref"
+                 for c, r in back.items() if refs.get(r) != c]  # fmt: skip
+    top = max((int(r) for r in refs if r.isdigit()), default=0)
+    if refs and last < top:
+        problems.append(f"'#' is {last}, below ref {top}")
+    return refs, problems
+
+
 def replica_records(raw: str, table: SegmentTable) -> list[dict[str, Any]]:
     """An object's replica record (field ``r``: ``id,st,ref,off,len`` joined by ``;``, off and
     len hex without leading zeros) as the dicts the scripts reply (u64 fields 16-hex strings).

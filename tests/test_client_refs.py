@@ -106,3 +106,35 @@ async def test_fsck_names_an_object_whose_client_ref_is_unknown(make_service: An
     await svc.backend.client.hset(svc.keys.obj(svc.shard_of_key(key), key), CLIENT, "999")
     report = await fsck(svc)
     assert [p.kind for p in report.problems] == ["object_client_unknown"], report.problems
+
+
+async def test_a_batch_over_many_shards_checks_each_shard(make_service: Any) -> None:
+    svc = await mounted(make_service, enable_radix_tree=True)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    keys = [h(f"many{i}") for i in range(24)]
+    assert len({svc.shard_of_key(k) for k in keys}) > 1
+    res = await svc.batch_put_start(a, keys, [[100]] * len(keys))
+    assert all(isinstance(r, list) for r in res), res
+    # b has a ref in some of these shards (its own put), none in the others: refused in all.
+    await svc.put_start(b, keys[0] + "_0_k", [100])
+    ended = await svc.batch_put_end(b, keys)
+    assert all(isinstance(e, MooncakeError) and e.code == ErrorCode.ILLEGAL_CLIENT for e in ended)
+    assert await svc.batch_put_end(a, keys) == [None] * len(keys)
+    assert all(await svc.batch_exist_key(keys))
+    for key in keys:
+        assert (await table(svc, key))[(await stored_client(svc, key)).decode()] == a
+    await svc.put_end(b, keys[0] + "_0_k")
+    await assert_clean(svc)
+
+
+async def test_fsck_names_an_inconsistent_client_table(make_service: Any) -> None:
+    svc = await mounted(make_service, enable_radix_tree=True)
+    key = h("table")
+    await svc.put_start("c", key, [100])
+    await svc.put_end("c", key)
+    cids = svc.keys.shard_key(svc.shard_of_key(key), "cids")
+    await svc.backend.client.hset(cids, "#", "0")  # the next client would reuse ref 1
+    await svc.backend.client.hset(cids, "=other", "1")  # a second id naming ref 1
+    report = await fsck(svc)
+    problems = [p for p in report.problems if p.kind == "client_table"]
+    assert len(problems) == 2 and {p.kind for p in report.problems} == {"client_table"}, problems

@@ -208,8 +208,8 @@ async def gather_key(service: MasterService, key: str) -> dict[str, Any]:
     meta = object_fields(await service.backend.client.hgetall(okey))
     client_id: str | None = None
     if "c" in meta:
-        ref = await service.backend.client.hget(keys.shard_key(shard, "cids"), meta["c"])
-        client_id = ref.decode() if isinstance(ref, bytes) else ref
+        raw = await service.backend.client.hget(keys.shard_key(shard, "cids"), meta["c"])
+        client_id = None if raw is None else _s(raw)
     replicas: Any = None
     if "r" in meta:
         try:

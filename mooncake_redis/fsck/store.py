@@ -13,6 +13,7 @@ from ..records import (
     AllocRecord,
     _s,
     bucket_records,
+    client_table,
     from_u64hex,
     object_fields,
     object_prefix,
@@ -112,9 +113,10 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
         for e in await client.zrange(keys.shard_key(shard, "discarded"), 0, -1):
             referenced.add(parse_entry(_s(e)))
         table = segment_table(await client.hgetall(keys.shard_key(shard, "segs")))
-        # The client table's refs (not its '=' client id fields nor the '#' counter).
-        cid_fields = map(_s, await client.hkeys(keys.shard_key(shard, "cids")))
-        cids = {k for k in cid_fields if k[:1] not in "=#"}
+        cids_key = keys.shard_key(shard, "cids")
+        cids, bad = client_table(await client.hgetall(cids_key))
+        for problem in bad:
+            report.add("client_table", cids_key, problem)
         for key in found.get(shard, []):
             raw = await client.hgetall(keys.obj(shard, key))
             obj = object_fields(raw)
@@ -131,8 +133,11 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                 continue
             if not reps:
                 report.add("object_without_replica", key, "object has no replica")
-            if obj.get("c") not in cids:  # put_end and put_revoke could never match its client
-                report.add("object_client_unknown", key, f"c={obj.get('c')!r}: no such client ref")
+            ref = obj.get("c")
+            # (read again on a miss: a client new to the shard may have put since the table read)
+            if ref not in cids and not (ref and await client.hexists(cids_key, ref)):
+                # put_end and put_revoke could never match its client
+                report.add("object_client_unknown", key, f"c={ref!r}: no such client ref")
             for r in reps:
                 seg, off = str(r["seg"]), int(r["off"], 16)
                 referenced.add((seg, off, obj["pid"]))
