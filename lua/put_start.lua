@@ -6,7 +6,8 @@
 -- than the commit deadline (the janitor may reclaim them after its grace) and allocations vetoed
 -- by an unmount. With the radix flag, registers the key under its prefix node (RFC Path A).
 -- Cost: per item one HMGET of the object, one HSET of all its fields, and (radix) one HMGET and
--- one HSET of its node (its tiered leaf score from what the HMGET read); per shard one HMGET and
+-- one HSET of its node (its tiered leaf score from what the HMGET read); a block key that is its
+-- own prefix (MLA) reads both in one HMGET and writes both in one HSET; per shard one HMGET and
 -- one HSET of the stats (tier state, counters), one ZADD processing, one INCRBY of the replica
 -- id counter, one ZADD / ZREM of the leaf index (deferred writes, flushed before any takeover).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
@@ -60,6 +61,9 @@ local function new_ids(tag, shard, m)
     return u64_to_dec(u64_muladd(x, num_shards, shard))
   end
 end
+
+-- What a put reads of an existing object: put start, replicas, put id.
+local OBJ_READ = { F.obj.created_ms, F.obj.replicas, F.obj.put_id }
 
 -- The shard counters a put adds to (flush), in the order of its reads.
 local COUNTERS = { F.stats.objects, F.stats.bytes, F.stats.nodes, F.stats.rkeys }
@@ -142,9 +146,16 @@ each_group(function(tag, shard, n)
         code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. seg .. ' was unmounted'
       end
     end
-    local okey = K.obj(tag, key)
-    local takeover = nil
-    local f = redis.call('HMGET', okey, F.obj.created_ms, F.obj.replicas, F.obj.put_id)
+    local okey, blk = K.obj_at(tag, key)
+    -- A block key that is its own prefix (an MLA key) has its object's fields in its node's
+    -- hash: one HMGET reads both and one HSET (radix_attach's) writes both.
+    local merged = radix_on == 1 and blk and prefix == key
+    local takeover, f, pre = nil, nil, nil
+    if merged then
+      pre, f = radix_pre(tag, prefix, key, OBJ_READ)
+    else
+      f = redis.call('HMGET', okey, unpack(OBJ_READ))
+    end
     if f[3] == pid then
       code = 'again'
     end
@@ -158,9 +169,8 @@ each_group(function(tag, shard, n)
         end
       end
     end
-    local pre = nil
     if code == E.OK and radix_on == 1 then
-      pre = radix_pre(tag, prefix, key)
+      pre = pre or radix_pre(tag, prefix, key)
       local cur = pre[1]
       if parent ~= '' and cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
@@ -211,7 +221,9 @@ each_group(function(tag, shard, n)
       if radix_on == 1 then -- '2': a pin or a stored prefix is among the fields (store_grant_read)
         fields[nf + 1], fields[nf + 2], nf = F.obj.radix, nf > 14 and '2' or '1', nf + 2
       end
-      redis.call('HSET', okey, unpack(fields, 1, nf))
+      if not merged then
+        redis.call('HSET', okey, unpack(fields, 1, nf))
+      end
       proc[#proc + 1] = now_s
       proc[#proc + 1] = key
       objs = objs + 1
@@ -226,8 +238,18 @@ each_group(function(tag, shard, n)
       end
       if radix_on == 1 then
         -- A block whose children were marked as orphans is stored again: they are adopted.
-        local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix)
-        radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre)
+        -- (Merged, the object is not written yet: as when it was, a key already registered
+        -- counts as an object of the block, so it adopts nothing.)
+        local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
+        if merged then
+          -- (its checks are the ones above, on the same read: it writes; if not, the object is
+          -- written alone, as before the merge)
+          if radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre, fields, nf) ~= E.OK then
+            redis.call('HSET', okey, unpack(fields, 1, nf))
+          end
+        else
+          radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre)
+        end
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
         end

@@ -371,26 +371,41 @@ end
 -- the key at f[RADIX_PRE_KEY]; without key, f[RADIX_PRE_KF] is nil): radix_attach then writes
 -- the node in one HSET instead of HSETNX + HINCRBY.
 local RADIX_PRE_KEY, RADIX_PRE_KF, RADIX_PRE_NK = 11, 12, 13 -- radix_pre's key slots (f[9]: has)
-local function radix_pre(tag, h, key)
-  local f
+-- extra (optional, with key): more fields of the same hash read by the same HMGET (a block
+-- key's object fields: K.obj(tag, key) is the block hash when key is its own prefix); their
+-- values are returned second, in a table of their own.
+local function radix_pre(tag, h, key, extra)
+  local f, x
   if key then
     local kf = radix_key_field(h, key)
-    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys)
+    if extra then
+      f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys, unpack(extra))
+      x = {}
+      for i = 1, #extra do
+        x[i] = f[10 + i]
+        f[10 + i] = nil
+      end
+    else
+      f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys)
+    end
     -- in the reply's own array slots (its part is 16 long after 10 replies): no hash part
     f[RADIX_PRE_KEY], f[RADIX_PRE_KF], f[RADIX_PRE_NK] = key, kf, tonumber(f[10]) or 0
   else
     f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed)
   end
   f[5] = f[1] and (tonumber(f[5]) or 0) or 0
-  return f
+  return f, x
 end
 
 -- Child-side step: record the parent (if known) and add keys. Returns code, message; the code
 -- is RADIX_CHECK_CYCLE (nothing written) when the parent could close a cycle and the caller has
 -- not checked it yet (checked ~= 1). acc (optional, see radix_acc): counters and leaf entries are
 -- deferred to the caller's radix_flush. pre (optional): radix_pre(tag, h), read by the caller
--- after its own last write to h.
-local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc, pre)
+-- after its own last write to h. extra, nextra (optional): a table whose first nextra entries
+-- are more field/value pairs of the hash (a block key's object fields: put_start), written by
+-- the node's one HSET (made then even when the node itself changes nothing); the node's pairs
+-- are appended to that table.
+local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc, pre, extra, nextra)
   local nkey = K.node(tag, h)
   local f = pre or radix_pre(tag, h)
   local cur = f[1]
@@ -405,9 +420,10 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   local score = tonumber(f[2]) or 0
   -- The node's writes in one HSET: the parent fields if they change and, when pre read the one
   -- key (f.kf), its registration and the key count.
-  local w, n = { false, false, false, false, false, false, false, false, false, false }, 0
+  -- (with extra, the node's pairs go after the caller's in its own table: no copy)
+  local w, n = extra or { false, false, false, false, false, false, false, false, false, false }, nextra or 0
   if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
-    w[1], w[2], w[3], w[4], w[5], w[6], n = F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen, 6
+    w[n + 1], w[n + 2], w[n + 3], w[n + 4], w[n + 5], w[n + 6], n = F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen, n + 6
   end
   local kf = f[RADIX_PRE_KF]
   local one = kf and #keys == 1 and keys[1] == f[RADIX_PRE_KEY]
