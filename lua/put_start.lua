@@ -241,14 +241,11 @@ each_group(function(tag, shard, n)
         -- (Merged, the object is not written yet: as when it was, a key already registered
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
-        if merged then
-          -- (its checks are the ones above, on the same read: it writes; if not, the object is
-          -- written alone, as before the merge)
-          if radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre, fields, nf) ~= E.OK then
-            redis.call('HSET', okey, unpack(fields, 1, nf))
-          end
-        else
-          radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre)
+        -- Merged, its HSET writes the object too. (Its checks are the ones above, on the same
+        -- read: it writes; if not, the object is written alone, as before the merge.)
+        local res = radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre, merged and fields, nf)
+        if merged and res ~= E.OK then
+          redis.call('HSET', okey, unpack(fields, 1, nf))
         end
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)

@@ -21,6 +21,7 @@ from mooncake_redis.testing.redis_servers import (
     RedisProcess,
     free_port,
     free_port_block,
+    oom_limit,
     redis_server_binary,
 )
 
@@ -113,24 +114,18 @@ def standalone_url() -> str:
     return os.environ.get("MOONCAKE_REDIS_TEST_URL", "redis://127.0.0.1:6379")
 
 
-OOM_MARGIN = 256 * 1024
-
-
 async def saturate(admin: Any, start: int = 0) -> list[str]:
-    """Writes 1 KiB keys until Redis refuses one (OOM), then lowers maxmemory to
-    ``OOM_MARGIN`` under what is used; returns the keys' names.
-
-    The first refusal leaves Redis at most one key over its limit: a few KiB freed by anything
-    (a query buffer shrunk by clientsCron on a loaded machine) put it back under, and the next
-    write was accepted (CI, stop 23). The margin keeps later writes refused until the caller
-    frees memory. The caller keeps ``admin`` open: closing it frees its buffers too."""
+    """Writes 1 KiB keys until Redis refuses one (OOM), then lowers maxmemory under what is
+    used (``oom_limit``: the first refusal alone leaves Redis one key over, and a few KiB freed
+    let writes through again); returns the keys' names. The caller keeps ``admin`` open:
+    closing it frees its buffers too."""
     made: list[str] = []
     for j in range(start, start + 200_000):
         try:
             await admin.set(f"filler:{j}", b"x" * 1024)
         except redis.exceptions.OutOfMemoryError:
             used = int((await admin.info("memory"))["used_memory"])
-            await admin.config_set("maxmemory", max(used - OOM_MARGIN, 1 << 20))
+            await admin.config_set("maxmemory", oom_limit(used))
             return made
         made.append(f"filler:{j}")
     raise AssertionError("Redis never refused a write")

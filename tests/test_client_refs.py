@@ -26,6 +26,14 @@ async def stored_client(svc: MasterService, key: str) -> bytes:
     return raw
 
 
+async def one_object(make_service: Any, name: str) -> tuple[MasterService, str]:
+    svc = await mounted(make_service, enable_radix_tree=True)
+    key = h(name)
+    await svc.put_start("c", key, [100])
+    await svc.put_end("c", key)
+    return svc, key
+
+
 async def table(svc: MasterService, key: str) -> dict[str, str]:
     raw = await svc.backend.client.hgetall(svc.keys.shard_key(svc.shard_of_key(key), "cids"))
     return {k.decode(): v.decode() for k, v in raw.items()}
@@ -99,10 +107,7 @@ async def test_an_upsert_hands_the_object_to_its_client(make_service: Any) -> No
 
 
 async def test_fsck_names_an_object_whose_client_ref_is_unknown(make_service: Any) -> None:
-    svc = await mounted(make_service, enable_radix_tree=True)
-    key = h("bogus")
-    await svc.put_start("c", key, [100])
-    await svc.put_end("c", key)
+    svc, key = await one_object(make_service, "bogus")
     await svc.backend.client.hset(svc.keys.obj(svc.shard_of_key(key), key), CLIENT, "999")
     report = await fsck(svc)
     assert [p.kind for p in report.problems] == ["object_client_unknown"], report.problems
@@ -128,10 +133,7 @@ async def test_a_batch_over_many_shards_checks_each_shard(make_service: Any) -> 
 
 
 async def test_fsck_names_an_inconsistent_client_table(make_service: Any) -> None:
-    svc = await mounted(make_service, enable_radix_tree=True)
-    key = h("table")
-    await svc.put_start("c", key, [100])
-    await svc.put_end("c", key)
+    svc, key = await one_object(make_service, "table")
     cids = svc.keys.shard_key(svc.shard_of_key(key), "cids")
     await svc.backend.client.hset(cids, "#", "0")  # the next client would reuse ref 1
     await svc.backend.client.hset(cids, "=other", "1")  # a second id naming ref 1

@@ -107,6 +107,12 @@ async def one_worker(redis_url: str) -> AsyncIterator[WorkerFleet]:
     _cleanup(redis_url, fleet.namespace)
 
 
+async def fleet_service(fleet: WorkerFleet) -> MasterService:
+    """A service on the fleet's namespace; the workers recorded it (radix on): read as recorded."""
+    cfg = Config(redis_url=fleet.redis_url, namespace=fleet.namespace, num_shards=fleet.num_shards)
+    return await MasterService.from_url(fleet.redis_url, cfg, create=False)
+
+
 @pytest.fixture
 async def three_workers(real_backend_url: str) -> AsyncIterator[WorkerFleet]:
     fleet = await _fleet(real_backend_url, 3)
@@ -215,11 +221,7 @@ async def test_two_clients_through_two_workers_move_data(three_workers: WorkerFl
     writer.stdin.write(json.dumps(writer_steps))
     writer.stdin.close()
     # Until the writer's puts are stored (a loaded machine starts a client slowly).
-    svc = await MasterService.from_url(
-        three_workers.redis_url,
-        Config(redis_url=three_workers.redis_url, namespace=three_workers.namespace, num_shards=8),
-        create=False,
-    )
+    svc = await fleet_service(three_workers)
     try:
         deadline = time.monotonic() + 60
         while not all(await svc.batch_exist_key(keys)):
@@ -274,11 +276,7 @@ async def test_sigkill_one_of_three_workers_under_a_client(three_workers: Worker
     proc.stdin.flush()
     out, _ = await asyncio.to_thread(proc.communicate, None, 120)
     summary = json.loads(out.strip().splitlines()[-1])
-    svc = await MasterService.from_url(
-        three_workers.redis_url,
-        Config(redis_url=three_workers.redis_url, namespace=three_workers.namespace, num_shards=8),
-        create=False,  # the workers recorded the namespace (radix on); read it as recorded
-    )
+    svc = await fleet_service(three_workers)
     try:
         totals = await svc.shard_totals("evicted_keys", "objects")
         lost_state = {k: await svc.batch_exist_key([k]) for k in summary["lost"][:5]}

@@ -217,13 +217,8 @@ async def lane(i: int, clients: list[AsyncMasterClient], ledger: Ledger, stop_at
 
 async def drive(procs: Procs, svc: MasterService) -> dict[str, Any]:
     lease_key = svc.keys.global_key("evictor")
-    deadline = time.monotonic() + 15
-    while True:  # the dedicated evictor started first: it takes the lease
-        holder = await svc.backend.client.hget(lease_key, "holder")
-        if holder and int(holder.decode().split(":")[1]) == procs.evictors[0].pid:
-            break
-        assert time.monotonic() < deadline, f"lease holder {holder!r}"
-        await asyncio.sleep(0.05)
+    # the dedicated evictor started first: it takes the lease
+    await asyncio.to_thread(procs.wait_lease_holder, procs.evictors[0].pid, 15.0)
     urls = [url for _, url in procs.workers]
     clients = [AsyncMasterClient(u, backoff_s=0.01) for u in urls]
     ledger = Ledger()

@@ -374,19 +374,18 @@ local RADIX_PRE_KEY, RADIX_PRE_KF, RADIX_PRE_NK = 11, 12, 13 -- radix_pre's key 
 -- extra (optional, with key): more fields of the same hash read by the same HMGET (a block
 -- key's object fields: K.obj(tag, key) is the block hash when key is its own prefix); their
 -- values are returned second, in a table of their own.
+local RADIX_NO_FIELDS = {}
 local function radix_pre(tag, h, key, extra)
   local f, x
   if key then
     local kf = radix_key_field(h, key)
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys, unpack(extra or RADIX_NO_FIELDS))
     if extra then
-      f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys, unpack(extra))
       x = {}
       for i = 1, #extra do
         x[i] = f[10 + i]
         f[10 + i] = nil
       end
-    else
-      f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys)
     end
     -- in the reply's own array slots (its part is 16 long after 10 replies): no hash part
     f[RADIX_PRE_KEY], f[RADIX_PRE_KF], f[RADIX_PRE_NK] = key, kf, tonumber(f[10]) or 0
@@ -421,7 +420,7 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   -- The node's writes in one HSET: the parent fields if they change and, when pre read the one
   -- key (f.kf), its registration and the key count.
   -- (with extra, the node's pairs go after the caller's in its own table: no copy)
-  local w, n = extra or { false, false, false, false, false, false, false, false, false, false }, nextra or 0
+  local w, n = extra or { false, false, false, false, false, false, false, false, false, false }, extra and nextra or 0
   if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
     w[n + 1], w[n + 2], w[n + 3], w[n + 4], w[n + 5], w[n + 6], n = F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen, n + 6
   end

@@ -22,10 +22,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from .redis_servers import RedisProcess, free_port
+from .redis_servers import RedisProcess, free_port, oom_limit
 
 GRACE_S = 1.5  # calls that started in a phase may fail a little after it ends
-OOM_MARGIN = 256 * 1024  # an OOM phase holds maxmemory this far under what Redis uses
 
 
 @dataclass
@@ -94,9 +93,7 @@ async def run_phases(
             admin = aioredis.Redis(port=server.port)
             try:
                 used = int((await admin.info("memory"))["used_memory"])
-                # Under what is used: at exactly that, a few KiB freed (a query buffer shrunk)
-                # would let writes through again.
-                limit = max(used - OOM_MARGIN, 1 << 20)
+                limit = oom_limit(used)
                 say(f"t={start - t_start:5.1f}s Redis at maxmemory ({limit} B) for {oom_s:.1f} s")
                 await admin.config_set("maxmemory", limit)
                 entry["maxmemory"] = limit
