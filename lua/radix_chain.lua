@@ -18,7 +18,7 @@ each_group(function(tag, shard, n)
     local ctag = tag
     for _ = 1, max do
       local f = redis.call('HMGET', K.node(ctag, h), F.node.parent, F.node.parent_shard)
-      local p = f[1] or ''
+      local p = radix_parent_hash(f[1]) or ''
       table.insert(pairs, h)
       table.insert(pairs, p)
       if p == '' then

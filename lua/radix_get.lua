@@ -18,7 +18,7 @@ each_group(function(tag, shard, n)
     else
       local keys = radix_keys(tag, h)
       local children = radix_children(tag, h)
-      table.insert(out, { f[1], f[2], f[3], f[4], f[5], f[6], keys, children })
+      table.insert(out, { radix_parent_hash(f[1]), f[2], radix_link_gen(f[1], f[3], f[4]), f[4], f[5], f[6] or '0', keys, children })
     end
   end
 end)

@@ -23,10 +23,11 @@ each_group(function(tag, shard, n)
       radix_refresh_leaf(tag, h)
       fixed = fixed + 1
     elseif string.sub(op, 1, 9) == 'unparent:' then
-      local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard, F.node.link_gen)
-      if f[1] and f[1] ~= '' and f[1] == string.sub(op, 10) then
+      local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.parent_shard, F.node.link_gen, F.node.created_ms)
+      local p = radix_parent_hash(f[1])
+      if p and p ~= '' and p == string.sub(op, 10) then
         redis.call('HSET', K.node(tag, h), F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0')
-        table.insert(conts, { f[1], f[2], h, f[3] })
+        table.insert(conts, { p, f[2], h, radix_link_gen(f[1], f[3], f[4]) })
         fixed = fixed + 1
       end
     end

@@ -18,7 +18,9 @@ ENV_PREFIX = "MOONCAKE_REDIS_"
 # 6: a block key's object fields in its block hash (with its radix node), put time "pt";
 # 7: rad '2' marks a registered object with a pin or a stored prefix (a block key's hot read);
 # 8: an object's client c is a ref into the shard's client table (cids), not the client id.
-SCHEMA_VERSION = 8
+# 9: one-letter object and node field names, a node's parent p as '>' + 32 bytes, no h until a
+#    hit, no g when the edge was made in the node's created ms, base64url put ids.
+SCHEMA_VERSION = 9
 
 
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")

@@ -82,18 +82,18 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
     },
     "obj": {  # {<ns>:<i>}:o:<key>
         "client": "c",  # the ref of the client that put it in the shard's client table (cids)
-        "created_ms": "pt",  # not "t": a block key's object shares the block hash with its node
-        "size": "sz",
+        "created_ms": "w",  # not "t": a block key's object shares the block hash with its node
+        "size": "z",
         "lease_ms": "l",
-        "status": "st",  # 'P' processing, 'C' complete
-        "put_id": "pid",
+        "status": "S",  # 'P' processing, 'C' complete
+        "put_id": "i",
         "replicas": "r",  # replica record "id,st,ref,off,len;..." (records.py)
         "soft_pin_ms": "sp",
         "hard_pin": "hp",
         # registered in the radix index: '1', or '2' when the object also has a pin or a stored
         # prefix (sp, hp, pfx, pl): a block key's hot read (store.lua store_grant_read) reads
         # those fields only then (schema 7)
-        "radix": "rad",
+        "radix": "R",
         # The object's radix prefix (RFC Design 4): absent when it is the key itself (an MLA
         # key), "pl" its length when it is a proper head of the key (an MHA "<hash>_0_k" key),
         # "pfx" the prefix itself otherwise (a configured pattern); store.lua store_prefix.
@@ -103,13 +103,13 @@ HASH_FIELDS: dict[str, dict[str, str]] = {
     },
     "node": {  # {<ns>:<i>}:n:<hash>; plus one field per registered key (node_key_field)
         "parent": "p",
-        "parent_shard": "ps",
+        "parent_shard": "P",
         "link_gen": "g",
         "created_ms": "t",
         "score": "s",
         "hits": "h",
-        "nkeys": "nk",  # registered keys; each also a field '.'+rest or '/'+key (radix.lua)
-        "nchildren": "nc",  # children; each also a field '>'+32 bytes or '<'+hash -> generation
+        "nkeys": "n",  # registered keys; each also a field '.'+rest or '/'+key (radix.lua)
+        "nchildren": "d",  # children; each also a field '>'+32 bytes or '<'+hash -> generation
         "stamp": "k",  # tiered: the shard's logical clock at the node's last put or hit
         "exposed": "x",  # tiered: '1' once the node had a child
     },

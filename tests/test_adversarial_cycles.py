@@ -14,9 +14,11 @@ from typing import Any
 
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck
-from mooncake_redis.keys import node_child_field
+from mooncake_redis.keys import HASH_FIELDS, node_child_field
 from mooncake_redis.models import ReplicateConfig, Segment
 from tests.helpers import h, hashes_in_shard
+
+PSHARD, NCHILD = HASH_FIELDS["node"]["parent_shard"], HASH_FIELDS["node"]["nchildren"]
 
 
 async def evicts_everything(svc: MasterService, keys: list[str]) -> None:
@@ -96,9 +98,12 @@ async def forge_cycle(svc: MasterService, ring: list[str]) -> None:
         parent = ring[i - 1]
         ps, cs = keys.shard_of(parent), keys.shard_of(node)
         gen = 1_000 + i
-        await client.hset(keys.node(cs, node), mapping={"p": parent, "ps": ps, "g": gen})
+        await client.hset(
+            keys.node(cs, node),
+            mapping={"p": node_child_field(parent), PSHARD: ps, "g": gen},
+        )
         await client.hset(keys.node(ps, parent), node_child_field(node), gen)
-        await client.hincrby(keys.node(ps, parent), "nc", 1)
+        await client.hincrby(keys.node(ps, parent), NCHILD, 1)
         await client.zrem(keys.shard_key(ps, "leaves"), parent)
 
 

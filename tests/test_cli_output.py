@@ -171,7 +171,7 @@ def test_tree_and_fsck_count_depth_alike(
 def test_fsck_repair_says_what_it_could_not_repair(
     backend_url: str, chain: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mooncake_redis.keys import KeySchema, node_child_field
+    from mooncake_redis.keys import HASH_FIELDS, KeySchema, node_child_field
 
     ns = chain[chain.index("--namespace") + 1]
     keys = KeySchema(ns, 8)
@@ -183,7 +183,7 @@ def test_fsck_repair_says_what_it_could_not_repair(
             now = await svc.backend.time_ms()
             node = keys.node(keys.shard_of(B), B)
             await svc.backend.client.hset(node, node_child_field(ghost), now)
-            await svc.backend.client.hincrby(node, "nc", 1)
+            await svc.backend.client.hincrby(node, HASH_FIELDS["node"]["nchildren"], 1)
 
     asyncio.run(dangle())
     code, out, _ = run(capsys, "fsck", "--repair", *chain)

@@ -99,11 +99,11 @@ def test_fsck_exit_status(redis_url: str, ns: str, capsys: pytest.CaptureFixture
 
     r = redis.Redis.from_url(redis_url)
     cfg = Config(namespace=ns, num_shards=8)
-    from mooncake_redis.keys import KeySchema, node_child_field
+    from mooncake_redis.keys import HASH_FIELDS, KeySchema, node_child_field
 
     keys = KeySchema(cfg.namespace, cfg.num_shards)
     r.hset(keys.node(keys.shard_of(B), B), node_child_field(h("ghost")), 1)
-    r.hincrby(keys.node(keys.shard_of(B), B), "nc", 1)
+    r.hincrby(keys.node(keys.shard_of(B), B), HASH_FIELDS["node"]["nchildren"], 1)
     code, report = run_json(capsys, "fsck", "--json")
     assert code == 1 and isinstance(report, dict) and report["kinds"] == {"dangling_edge": 1}
     assert main(["fsck"]) == 1

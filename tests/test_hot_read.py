@@ -13,6 +13,7 @@ import pytest
 
 from mooncake_redis import MasterService
 from mooncake_redis.fsck import fsck
+from mooncake_redis.keys import HASH_FIELDS
 from mooncake_redis.models import ReplicateConfig
 from tests.helpers import h
 from tests.test_store_basic import mounted
@@ -20,7 +21,7 @@ from tests.test_store_basic import mounted
 
 async def rad(svc: MasterService, key: str) -> bytes | None:
     got: bytes | None = await svc.backend.client.hget(
-        svc.keys.obj(svc.shard_of_key(key), key), "rad"
+        svc.keys.obj(svc.shard_of_key(key), key), HASH_FIELDS["obj"]["radix"]
     )
     return got
 

@@ -32,6 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from mooncake_redis import Config, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck, load_nodes
+from mooncake_redis.keys import HASH_FIELDS
 from mooncake_redis.models import ReplicateConfig, Segment
 from mooncake_redis.scan import shard_ids
 from mooncake_redis.testing.probes import wipe
@@ -49,6 +50,8 @@ PB_KEYS = [f"{b}_pb" for b in BLOCKS]
 CLIENTS = ["c1", "c2"]
 STEPS = int(os.environ.get("MCR_MODEL_STEPS", "30"))
 EXAMPLES = int(os.environ.get("MCR_MODEL_EXAMPLES", "8"))
+
+STATUS = HASH_FIELDS["obj"]["status"]
 
 
 def config(namespace: str, url: str, policy: str) -> Config:
@@ -178,7 +181,11 @@ class StoreMachine(RuleBasedStateMachine):
 
         async def started() -> int:  # the put start the store recorded (object field pt)
             shard = self.svc.shard_of_key(key)
-            return int(await self.svc.backend.client.hget(self.svc.keys.obj(shard, key), "pt"))
+            return int(
+                await self.svc.backend.client.hget(
+                    self.svc.keys.obj(shard, key), HASH_FIELDS["obj"]["created_ms"]
+                )
+            )
 
         self.compare(
             f"put_start({key[:8]}, parent={parent[:8]})", real, model, placement, at=started
@@ -319,7 +326,9 @@ class StoreMachine(RuleBasedStateMachine):
         out = {}
         for shard, found in (await shard_ids(self.svc.backend, keys, "obj")).items():
             for k in found:
-                st_, r, hp, sp = await client.hmget(keys.obj(shard, k), "st", "r", "hp", "sp")
+                st_, r, hp, sp = await client.hmget(
+                    keys.obj(shard, k), HASH_FIELDS["obj"]["status"], "r", "hp", "sp"
+                )
                 reps = r.decode().split(";") if r else []
                 out[k] = (st_ == b"C", len(reps), hp == b"1", sp is not None)
         return out

@@ -132,6 +132,7 @@ local function evict_node(tag, h)
   for j, name in ipairs(evict_row_fields) do
     f[j] = vals[name] or false
   end
+  f[3] = radix_parent_hash(f[3])
   return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, f = f, vals = vals }
 end
 
@@ -179,6 +180,7 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
     f = node.f
   else
     f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed)
+    f[3] = radix_parent_hash(f[3])
   end
   if not z and not (node and node.nc > 0) then -- an inner node is never in the index (fsck)
     z = redis.call('ZSCORE', K.leaves(tag), h)

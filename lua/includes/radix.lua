@@ -123,6 +123,34 @@ local function radix_child_field_is(c, f)
   radix_child_fields[c] = f
 end
 
+-- The stored parent field p (schema 9): the parent hash in radix_child_field's form ('>' and
+-- the 32 bytes of 64 lowercase hex digits, '<' and the hash otherwise), '' for none. 31 bytes
+-- less per node than the hex digits; radix_parent_hash reads it back.
+local function radix_parent_field(p)
+  if p == '' then
+    return ''
+  end
+  return radix_child_field(p)
+end
+
+-- A byte -> its two lowercase hex digits (a gsub table, each filled on first use).
+local RADIX_HEX = setmetatable({}, { __index = function(t, b)
+  local x = string.format('%02x', string.byte(b))
+  rawset(t, b, x)
+  return x
+end })
+
+-- The parent hash of a stored field p (false and '' as they are).
+local function radix_parent_hash(v)
+  if not v or v == '' then
+    return v
+  end
+  if string.byte(v) == 62 then -- '>'
+    return (string.gsub(string.sub(v, 2), '.', RADIX_HEX))
+  end
+  return string.sub(v, 2)
+end
+
 -- How many children node h has.
 local function radix_nchildren(tag, h)
   return tonumber(redis.call('HGET', K.node(tag, h), F.node.nchildren)) or 0
@@ -158,8 +186,7 @@ local function radix_children(tag, h)
   for i = 1, #flat, 2 do
     local c = string.sub(flat[i], 1, 1)
     if c == '>' then
-      local hex = string.gsub(string.sub(flat[i], 2), '.', function(x) return string.format('%02x', string.byte(x)) end)
-      table.insert(out, hex)
+      table.insert(out, (string.gsub(string.sub(flat[i], 2), '.', RADIX_HEX)))
       table.insert(out, flat[i + 1])
     elseif c == '<' then
       table.insert(out, string.sub(flat[i], 2))
@@ -281,6 +308,8 @@ end
 -- Creates node h if absent. With acc, the caller has seen that h does not exist (no EXISTS) and
 -- the node counter goes to acc. extra (optional): more field, value pairs written in the same
 -- HSET (a caller's first writes to the new node), after the defaults.
+-- No hits field until the first hit and no link generation without a parent (schema 9: absent
+-- is 0, radix_link_gen).
 local function radix_create(tag, h, now, acc, extra, nextra)
   local nkey = K.node(tag, h)
   if not acc and radix_exists(tag, h) then
@@ -290,13 +319,13 @@ local function radix_create(tag, h, now, acc, extra, nextra)
   -- Tiered: the node's stamp (radix_tier_stamp) in the same HSET.
   local st = radix_tier_state(tag)
   if extra and st then
-    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s, unpack(extra, 1, nextra or #extra))
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.created_ms, ms, F.node.score, ms, F.node.stamp, st.clock_s, unpack(extra, 1, nextra or #extra))
   elseif extra then
-    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', unpack(extra, 1, nextra or #extra))
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.created_ms, ms, F.node.score, ms, unpack(extra, 1, nextra or #extra))
   elseif st then
-    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0', F.node.stamp, st.clock_s)
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.created_ms, ms, F.node.score, ms, F.node.stamp, st.clock_s)
   else
-    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.link_gen, '0', F.node.created_ms, ms, F.node.score, ms, F.node.hits, '0')
+    redis.call('HSET', nkey, F.node.parent, '', F.node.parent_shard, '-1', F.node.created_ms, ms, F.node.score, ms)
   end
   if acc then
     acc.nodes = acc.nodes + 1
@@ -364,6 +393,19 @@ local function radix_local(ptag)
   return yes
 end
 
+-- A node's link generation from its stored fields p, g and t (schema 9): g is absent when the
+-- edge was made with the node (its generation is then the node's created ms t: 12 bytes less
+-- per node, radix_attach); a node without a parent has generation '0'.
+local function radix_link_gen(p, g, t)
+  if g then
+    return g
+  end
+  if p and p ~= '' then
+    return t
+  end
+  return '0'
+end
+
 -- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,
 -- children count, tier stamp, hits, exposed} (the last three: its tiered leaf score, no read). A caller that checks the node before its own writes (put_start) reads it
 -- once and passes it to radix_attach. With key (the one key the caller will attach), also
@@ -371,27 +413,35 @@ end
 -- the key at f[RADIX_PRE_KEY]; without key, f[RADIX_PRE_KF] is nil): radix_attach then writes
 -- the node in one HSET instead of HSETNX + HINCRBY.
 local RADIX_PRE_KEY, RADIX_PRE_KF, RADIX_PRE_NK = 11, 12, 13 -- radix_pre's key slots (f[9]: has)
+-- radix_pre's slots of the created ms t and of g as stored (false: absent, radix_link_gen)
+local RADIX_PRE_T, RADIX_PRE_G = 14, 15
 -- extra (optional, with key): more fields of the same hash read by the same HMGET (a block
 -- key's object fields: K.obj(tag, key) is the block hash when key is its own prefix); their
 -- values are returned second, in a table of their own.
 local RADIX_NO_FIELDS = {}
 local function radix_pre(tag, h, key, extra)
-  local f, x
+  local f, x, t
   if key then
     local kf = radix_key_field(h, key)
-    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys, unpack(extra or RADIX_NO_FIELDS))
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, kf, F.node.nkeys, F.node.created_ms, unpack(extra or RADIX_NO_FIELDS))
+    t = f[11]
     if extra then
       x = {}
       for i = 1, #extra do
-        x[i] = f[10 + i]
-        f[10 + i] = nil
+        x[i] = f[11 + i]
+        f[11 + i] = nil
       end
     end
-    -- in the reply's own array slots (its part is 16 long after 10 replies): no hash part
+    -- in the reply's own array slots (its part is 16 long after 11 replies): no hash part
     f[RADIX_PRE_KEY], f[RADIX_PRE_KF], f[RADIX_PRE_NK] = key, kf, tonumber(f[10]) or 0
   else
-    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed)
+    f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.score, F.node.link_gen, 'om', F.node.nchildren, F.node.stamp, F.node.hits, F.node.exposed, F.node.created_ms)
+    t = f[9]
+    f[9] = nil
   end
+  f[RADIX_PRE_T], f[RADIX_PRE_G] = t, f[3]
+  f[3] = radix_link_gen(f[1], f[3], t)
+  f[1] = radix_parent_hash(f[1])
   f[5] = f[1] and (tonumber(f[5]) or 0) or 0
   return f, x
 end
@@ -422,7 +472,13 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   -- (with extra, the node's pairs go after the caller's in its own table: no copy)
   local w, n = extra or { false, false, false, false, false, false, false, false, false, false }, extra and nextra or 0
   if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
-    w[n + 1], w[n + 2], w[n + 3], w[n + 4], w[n + 5], w[n + 6], n = F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen, n + 6
+    -- linked in the ms the node was made (the common case: a put's link step made it as a
+    -- parent, or the put makes it now) and no g stored: none (radix_link_gen)
+    if not f[RADIX_PRE_G] and tostring(gen) == (cur and f[RADIX_PRE_T] or radix_ms(now)) then
+      w[n + 1], w[n + 2], w[n + 3], w[n + 4], n = F.node.parent, radix_parent_field(parent), F.node.parent_shard, pshard, n + 4
+    else
+      w[n + 1], w[n + 2], w[n + 3], w[n + 4], w[n + 5], w[n + 6], n = F.node.parent, radix_parent_field(parent), F.node.parent_shard, pshard, F.node.link_gen, gen, n + 6
+    end
   end
   local kf = f[RADIX_PRE_KF]
   local one = kf and #keys == 1 and keys[1] == f[RADIX_PRE_KEY]
@@ -535,7 +591,7 @@ local function radix_collapse(tag, shard, h, conts)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), F.stats.nodes, -1)
-    local p, ps, g = f[1], tonumber(f[2]), f[3]
+    local p, ps, g = radix_parent_hash(f[1]), tonumber(f[2]), radix_link_gen(f[1], f[3], f[4])
     if not p or p == '' then
       return
     end

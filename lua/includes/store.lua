@@ -416,11 +416,11 @@ local function store_adopt_edge(tag, h, parent, gen)
   if parent == '' or tonumber(gen) == 0 then
     return 0
   end
-  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.link_gen)
-  if f[1] ~= parent then
+  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.link_gen, F.node.created_ms)
+  if radix_parent_hash(f[1]) ~= parent then
     return 0
   end
-  if tonumber(gen) > (tonumber(f[2]) or 0) then
+  if tonumber(gen) > (tonumber(radix_link_gen(f[1], f[2], f[3])) or 0) then
     redis.call('HSET', K.node(tag, h), F.node.link_gen, gen)
   end
   return 1

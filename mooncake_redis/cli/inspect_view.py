@@ -21,18 +21,18 @@ if TYPE_CHECKING:
 # ``{ns:i}:n:<key>``, beside the node's), as the store scripts write them.
 OBJECT_FIELDS: dict[str, str] = {
     "c": "client that put it: its ref in the shard's client table {ns:i}:cids",
-    "pt": "put started (Redis ms)",
-    "sz": "size in bytes",
-    "st": "state: P put in progress, C complete",
+    "w": "put started (Redis ms)",
+    "z": "size in bytes",
+    "S": "state: P put in progress, C complete",
     "l": "lease until (Redis ms; 0 = no lease)",
-    "pid": "put id",
+    "i": "put id",
     "pfx": "prefix hash: the radix node it belongs to (absent: see pl)",
     "pl": "the prefix is the key's first pl characters (neither pfx nor pl: the key itself)",
     "sp": "soft-pinned until (Redis ms)",
     "hp": "hard-pinned",
-    "rad": "registered in the radix index (2: with a pin or a stored prefix)",
+    "R": "registered in the radix index (2: with a pin or a stored prefix)",
 }
-TIME_FIELDS = frozenset({"pt", "l", "sp"})
+TIME_FIELDS = frozenset({"w", "l", "sp"})
 # Per-shard columns of ``inspect stats``; every counter is in the totals and in --json.
 SHARD_COLUMNS = ("objects", "bytes", "nodes", "rkeys", "leaves")
 

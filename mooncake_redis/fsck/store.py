@@ -27,6 +27,9 @@ from .report import FsckReport
 if TYPE_CHECKING:
     from ..service import MasterService
 
+PUT_ID = HASH_FIELDS["obj"]["put_id"]
+RADIX = HASH_FIELDS["obj"]["radix"]
+
 
 async def check_store(service: MasterService, report: FsckReport, now: int) -> None:
     """Invariant 3: inside every segment, allocations and free extents never overlap and tile
@@ -140,7 +143,7 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                 report.add("object_client_unknown", key, f"c={ref!r}: no such client ref")
             for r in reps:
                 seg, off = str(r["seg"]), int(r["off"], 16)
-                referenced.add((seg, off, obj["pid"]))
+                referenced.add((seg, off, obj[PUT_ID]))
                 s = segs.get(seg)
                 if s is None or s["info"].get("mounted") != "1":
                     report.add(
@@ -148,20 +151,20 @@ async def check_store(service: MasterService, report: FsckReport, now: int) -> N
                     )
                     continue
                 rec = s["allocs"].get(off)
-                if rec is None or rec.put_id != obj["pid"] or rec.length != int(r["len"], 16):
+                if rec is None or rec.put_id != obj[PUT_ID] or rec.length != int(r["len"], 16):
                     report.add(
                         "replica_unallocated", key, f"replica {seg}@{off} has no matching record"
                     )
-            if obj.get("rad") in ("1", "2"):
+            if obj.get(RADIX) in ("1", "2"):
                 pfx = object_prefix(key, obj)
                 if not await client.hexists(keys.node(shard, pfx), node_key_field(pfx, key)):
                     report.add(
-                        "object_not_registered", key, "rad set but the key is not in its node"
+                        "object_not_registered", key, f"{RADIX} set but the key is not in its node"
                     )
                 extras = sorted(f for f in ("sp", "hp", "pfx", "pl") if f in obj)
-                if obj["rad"] == "1" and extras:  # a hot read (store_grant_read) skips them
-                    report.add("object_extras_unmarked", key, f"rad=1 with {', '.join(extras)}")
-            elif service.config.enable_radix_tree is False and obj.get("rad"):
+                if obj[RADIX] == "1" and extras:  # a hot read (store_grant_read) skips them
+                    report.add("object_extras_unmarked", key, f"{RADIX}=1 with {', '.join(extras)}")
+            elif service.config.enable_radix_tree is False and obj.get(RADIX):
                 report.add("object_not_registered", key, "radix state with the flag off")
     for seg_id, s in segs.items():
         for off, rec in s["allocs"].items():
