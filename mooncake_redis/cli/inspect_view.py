@@ -73,7 +73,7 @@ def lease_line(lease: dict[str, str], now_ms: int) -> str:
 
 
 def _console() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, emoji=False)  # ":a:" in a key name is not an emoji code
 
 
 def print_stats(doc: dict[str, Any]) -> None:
