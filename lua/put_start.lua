@@ -17,7 +17,8 @@
 --       group: anchor, shard index, n, then n items of
 --       key, put id, size (bytes, decimal string), soft pin (0/1), hard pin (0/1), replica
 --       count r, then r replicas (segment (1-based index into the segment table), offset and
---       length (u64 hex), allocation ms), prefix hash, parent hash ('' none), parent shard
+--       length (u64 hex), allocation ms), prefix hash, parent as its node stores it ('' none,
+--       '>' + 32 bytes: keys.node_parent_field), parent shard
 --       (-1 none), link generation (0 none), cycle checked (0/1).
 -- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
 --          {continuation...}}. Idempotent: an object already written by this put id (a resent
@@ -174,7 +175,7 @@ each_group(function(tag, shard, n)
       local cur = pre[1]
       if parent ~= '' and cur and cur ~= '' and cur ~= parent then
         code, msg = E.INVALID_PARAMS,
-          'parent_block_hash: node ' .. prefix .. ' already has parent ' .. cur
+          'parent_block_hash: node ' .. prefix .. ' already has parent ' .. radix_parent_hash(cur)
       elseif parent ~= '' and A[e + 4] ~= '1' and cur == '' and pre[5] > 0 then
         code, msg = RADIX_CHECK_CYCLE, 'parent cycle check needed'
       end
@@ -259,7 +260,7 @@ each_group(function(tag, shard, n)
         ids[j] = rep.id
       end
     elseif code ~= E.OK and radix_on == 1 then
-      adopted = store_adopt_edge(tag, prefix, parent, gen)
+      adopted = store_adopt_edge(tag, prefix, radix_parent_hash(parent), gen)
     end
     out[#out + 1] = { code, msg, ids, adopted }
   end

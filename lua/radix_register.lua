@@ -23,7 +23,7 @@ each_group(function(tag, shard, n)
     for j = 1, m do
       keys[j] = arg()
     end
-    local code, msg = radix_attach(tag, h, parent, pshard, gen, keys, now, checked)
+    local code, msg = radix_attach(tag, h, radix_parent_field(parent), pshard, gen, keys, now, checked)
     table.insert(out, { code, msg })
   end
 end)

@@ -166,6 +166,12 @@ def node_child_field(child: str) -> bytes:
     return b"<" + child.encode()
 
 
+def node_parent_field(parent: str) -> bytes:
+    """A radix node's parent as its field ``p`` holds it (schema 9; radix.lua
+    radix_parent_field): ``node_child_field(parent)``, or empty for none."""
+    return node_child_field(parent) if parent else b""
+
+
 # Prefixes (and, in the context, keys) whose shard is remembered: a batch asks for the same ones
 # several times (key, parent, link, undo, then exists and gets); emptied when full.
 SHARD_MEMO_SIZE = 1 << 16

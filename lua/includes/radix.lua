@@ -140,15 +140,26 @@ local RADIX_HEX = setmetatable({}, { __index = function(t, b)
   return x
 end })
 
--- The parent hash of a stored field p (false and '' as they are).
+-- The parent hash of a stored field p (false and '' as they are). A gsub of 32 bytes costs
+-- about 18 k instructions (tests/lua_op_cost.py): memoized per script call, as a walk up a
+-- chain (radix_chain) or an eviction pass meets the same parents again; the put path compares
+-- stored forms instead (its ARGV carries the parent so: lua_calls/puts.py).
+local radix_parent_hashes = {}
 local function radix_parent_hash(v)
   if not v or v == '' then
     return v
   end
-  if string.byte(v) == 62 then -- '>'
-    return (string.gsub(string.sub(v, 2), '.', RADIX_HEX))
+  local x = radix_parent_hashes[v]
+  if x then
+    return x
   end
-  return string.sub(v, 2)
+  if string.byte(v) == 62 then -- '>'
+    x = string.gsub(string.sub(v, 2), '.', RADIX_HEX)
+  else
+    x = string.sub(v, 2)
+  end
+  radix_parent_hashes[v] = x
+  return x
 end
 
 -- How many children node h has.
@@ -406,7 +417,7 @@ local function radix_link_gen(p, g, t)
   return '0'
 end
 
--- What radix_attach reads of node h: {parent (false: no node), leaf score, link generation, om,
+-- What radix_attach reads of node h: {parent as stored (radix_parent_field; false: no node), leaf score, link generation, om,
 -- children count, tier stamp, hits, exposed} (the last three: its tiered leaf score, no read). A caller that checks the node before its own writes (put_start) reads it
 -- once and passes it to radix_attach. With key (the one key the caller will attach), also
 -- whether key is registered and the key count (f[9], and f[RADIX_PRE_KF], f[RADIX_PRE_NK] with
@@ -441,7 +452,6 @@ local function radix_pre(tag, h, key, extra)
   end
   f[RADIX_PRE_T], f[RADIX_PRE_G] = t, f[3]
   f[3] = radix_link_gen(f[1], f[3], t)
-  f[1] = radix_parent_hash(f[1])
   f[5] = f[1] and (tonumber(f[5]) or 0) or 0
   return f, x
 end
@@ -455,11 +465,12 @@ end
 -- the node's one HSET (made then even when the node itself changes nothing); the node's pairs
 -- are appended to that table.
 local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc, pre, extra, nextra)
+  -- parent: as the node stores it (radix_parent_field; the caller's ARGV carries it so)
   local nkey = K.node(tag, h)
   local f = pre or radix_pre(tag, h)
   local cur = f[1]
   if cur and cur ~= '' and parent ~= '' and cur ~= parent then
-    return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. cur
+    return E.INVALID_PARAMS, 'parent_prefix_hash: node ' .. h .. ' already has parent ' .. radix_parent_hash(cur)
   end
   -- The node exists without a parent and has children: only then can the parent be below it.
   if checked ~= 1 and parent ~= '' and cur == '' and f[5] > 0 then
@@ -475,9 +486,9 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
     -- linked in the ms the node was made (the common case: a put's link step made it as a
     -- parent, or the put makes it now) and no g stored: none (radix_link_gen)
     if not f[RADIX_PRE_G] and tostring(gen) == (cur and f[RADIX_PRE_T] or radix_ms(now)) then
-      w[n + 1], w[n + 2], w[n + 3], w[n + 4], n = F.node.parent, radix_parent_field(parent), F.node.parent_shard, pshard, n + 4
+      w[n + 1], w[n + 2], w[n + 3], w[n + 4], n = F.node.parent, parent, F.node.parent_shard, pshard, n + 4
     else
-      w[n + 1], w[n + 2], w[n + 3], w[n + 4], w[n + 5], w[n + 6], n = F.node.parent, radix_parent_field(parent), F.node.parent_shard, pshard, F.node.link_gen, gen, n + 6
+      w[n + 1], w[n + 2], w[n + 3], w[n + 4], w[n + 5], w[n + 6], n = F.node.parent, parent, F.node.parent_shard, pshard, F.node.link_gen, gen, n + 6
     end
   end
   local kf = f[RADIX_PRE_KF]
