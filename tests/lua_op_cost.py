@@ -13,10 +13,19 @@ from __future__ import annotations
 import re
 import socket
 import sys
+import time
 
 from grind import GrindServer  # tests/grind.py: the script's own directory
 
 KEY = "65a9e0af3cab28c6bccb90f0a55988e240c5273047913a1e3906cb783b4bd968"
+UNHEX = (
+    "local U = setmetatable({}, { __index = function(t, x) local b = string.char(tonumber(x, 16))"
+    " rawset(t, x, b) return b end }) "
+)
+HEX = (
+    "local X = setmetatable({}, { __index = function(t, b) local x = string.format('%02x',"
+    " string.byte(b)) rawset(t, b, x) return x end }) "
+)
 
 
 def experiments(tree: str) -> dict[str, tuple[str, int, int]]:
@@ -54,6 +63,30 @@ def experiments(tree: str) -> dict[str, tuple[str, int, int]]:
             3,
         ),
         "table of 4": ("local t = {} " + loop.format("t[i] = {i, 'a', 'b', i}"), 128, 3),
+        # a 64-hex hash <-> its 32 bytes (radix.lua's parent and child fields), per call: the
+        # gsub tables are filled on first use in every call, as radix.lua's are
+        "is 64 hex (find)": (
+            "local t = {} " + loop.format("t[i] = string.find(ARGV[1], '^[0-9a-f]+$')"),
+            128,
+            3,
+        ),
+        "hex -> bytes (gsub table)": (
+            UNHEX + "local t = {} " + loop.format("t[i] = string.gsub(ARGV[1], '..', U)"),
+            128,
+            3,
+        ),
+        "bytes -> hex (format)": (
+            "local b = string.gsub(ARGV[1], '..', function(x) return string.char(tonumber(x, 16))"
+            " end) local t = {} " + loop.format("t[i] = string.format(F32, string.byte(b, 1, 32))"),
+            128,
+            3,
+        ),
+        "bytes -> hex (gsub table)": (
+            HEX + "local b = string.gsub(ARGV[1], '..', function(x) return string.char("
+            "tonumber(x, 16)) end) local t = {} " + loop.format("t[i] = string.gsub(b, '.', X)"),
+            128,
+            3,
+        ),
     }
 
 
@@ -64,8 +97,9 @@ def main(tree: str, port: int) -> None:
         r = server.ready()
         server.ctl("-i", "on")
         for name, (script, _, nargs) in exps.items():
-            sha = r.script_load(script)
             args = [KEY, "1796165587766", "00000000006d000"] + ["x" * 16] * (nargs - 3)
+            script = script.replace("F32", "'" + "%02x" * 32 + "'")
+            sha = r.script_load(script)
             r.evalsha(sha, 1, "{t:1}", *args)  # warm: the server compiled it
             server.ctl("-z")
             for _ in range(10):
@@ -74,6 +108,9 @@ def main(tree: str, port: int) -> None:
                 "-d", re.sub(r"\W+", "_", name)
             )  # a plain trigger name: callgrind drops others
             r.flushall()
+        deadline = time.monotonic() + 30  # the last dump may still be being written
+        while len(server.counts()) < len(exps) and time.monotonic() < deadline:
+            time.sleep(0.2)
         for count, (name, (_, per, _)) in zip(server.counts(), exps.items()):
             n = count / 10
             print(f"{name:28s} {n / 1000:10.1f} k per call {n / per / 1000:9.2f} k per operation")
