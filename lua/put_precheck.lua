@@ -5,7 +5,8 @@
 -- names that parent (see store_adopt_edge).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: discard timeout ms; then group count, then per group: anchor, shard index, n, then n items
---       (key, prefix hash, parent hash or '', link generation or 0).
+--       (key, prefix hash, parent as its node stores it ('' none, '>' + 32 bytes:
+--       keys.node_parent_field), link generation or 0).
 -- Returns: per item {1 (exists, not stale) or 0, edge adopted 0/1}.
 -- Errors: none.
 -- Idempotent: yes.

@@ -260,7 +260,7 @@ each_group(function(tag, shard, n)
         ids[j] = rep.id
       end
     elseif code ~= E.OK and radix_on == 1 then
-      adopted = store_adopt_edge(tag, prefix, radix_parent_hash(parent), gen)
+      adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
     out[#out + 1] = { code, msg, ids, adopted }
   end

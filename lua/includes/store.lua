@@ -412,12 +412,13 @@ end
 -- A put that fails after its radix link step bumped the edge parent -> h: if the node already
 -- names that parent, the edge is not fresh and must stay: the node adopts the newest generation
 -- (edge generations only grow, so the max is the edge's). Returns 1 when adopted (no undo).
+-- parent: as the node stores it (radix_parent_field; the callers' ARGV carry it so).
 local function store_adopt_edge(tag, h, parent, gen)
   if parent == '' or tonumber(gen) == 0 then
     return 0
   end
   local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.link_gen, F.node.created_ms)
-  if radix_parent_hash(f[1]) ~= parent then
+  if f[1] ~= parent then
     return 0
   end
   if tonumber(gen) > (tonumber(radix_link_gen(f[1], f[2], f[3])) or 0) then

@@ -112,7 +112,7 @@ async def put_precheck(ctx: Context, checks: Sequence[Precheck]) -> list[Prechec
     """``put_precheck``: whether each key exists, and whether its node adopted the edge."""
     replies = await ctx.run_sharded_items(
         "put_precheck",
-        [(x.shard, [x.key, x.prefix, x.parent, x.generation]) for x in checks],
+        [(x.shard, [x.key, x.prefix, node_parent_field(x.parent), x.generation]) for x in checks],
         [ctx.config.put_start_discard_timeout_ms],
     )
     return [Prechecked(bool(int(hit)), bool(int(adopted))) for hit, adopted in replies]
