@@ -9,7 +9,7 @@
 --       to read up its chain.
 -- Returns: one chain per hash in ARGV order, the named node first: {{status, children, shard,
 --          row}...}; status 'ok' | 'gone' (no node or no keys) | 'hard' | 'lease' | 'busy',
---          row as evict_candidates (empty unless 'ok').
+--          row as evict_candidates (empty unless 'ok'; its parent as the node stores it).
 -- Errors: none.
 --!include evict.lua
 
@@ -34,6 +34,7 @@ for _, g in ipairs(evict_groups(2)) do
       if nc ~= 1 or p == '' or not ps or ps < 0 then
         break
       end
+      p = radix_parent_hash(p)
       local ptag = K.shard(tag, ps)
       if not evict_local(ptag) then
         break

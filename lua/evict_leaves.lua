@@ -15,8 +15,8 @@
 --       anchor, shard index, n, then n items of leaf hash, pick position (children before
 --       their parents: the leaves are tried in that order, so a parent chosen with its
 --       children finds them gone on its first try).
--- Returns: {1, {per leaf: {status, {erased object key...}, keys unregistered, bytes, parent,
---          parent shard}},
+-- Returns: {1, {per leaf: {status, {erased object key...}, keys unregistered, bytes, parent (as
+--          its node stores it), parent shard}},
 --          {continuation...}, {{shard, outbox entry}...}, now ms, {{shard, journal entry}...}},
 --          or {0} when fenced.
 --          status: 'ok' (evicted) or why not ('gone', 'inner', 'hard', 'lease', 'busy', 'soft').
@@ -31,6 +31,8 @@ if not evict_fence(groups, epoch, expires, now) then
 end
 local out, conts, frees, journal = {}, {}, {}, {}
 local pending = {}
+-- The shards' evicted_keys / evicted_bytes counters, added once per shard at the end.
+local evicted, tags = {}, {}
 for _, g in ipairs(groups) do
   for _, it in ipairs(g.items) do
     table.insert(pending, { g.tag, g.shard, it[1], #pending + 1, tonumber(it[2]) })
@@ -63,8 +65,13 @@ repeat
         redis.call('RPUSH', K.unlinks(tag), j)
         table.insert(journal, { shard, j })
       end
-      redis.call('HINCRBY', K.stats(tag), F.stats.evicted_keys, #erased)
-      dec_hincr(K.stats(tag), 'evicted_bytes', bytes, false)
+      local acc = evicted[tag]
+      if not acc then
+        acc = { 0, '0' }
+        evicted[tag] = acc
+        tags[#tags + 1] = tag
+      end
+      acc[1], acc[2] = acc[1] + #erased, dec_add(acc[2], bytes)
       out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
       progress = true
     end
@@ -73,5 +80,10 @@ repeat
 until not progress or #pending == 0
 for _, e in ipairs(pending) do
   out[e[4]] = { 'inner', {}, 0, '0', '', '-1' }
+end
+for _, tag in ipairs(tags) do
+  local acc = evicted[tag]
+  redis.call('HINCRBY', K.stats(tag), F.stats.evicted_keys, acc[1])
+  dec_hincr(K.stats(tag), 'evicted_bytes', acc[2], false)
 end
 return { 1, out, conts, frees, now, journal }

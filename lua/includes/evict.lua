@@ -59,16 +59,24 @@ end
 
 -- Whether every replica of record raw (field r) is COMPLETE, and the bytes they hold (decimal
 -- string), read from the record alone: a status and a length need no segment-table lookup.
+-- A length of at most 10 hex digits (below 2^40: thousands of them sum exactly) adds as a
+-- number; a longer one as a u64 (a dec_add and u64_to_dec per replica cost about 300 VM
+-- instructions).
 local function evict_record(raw)
-  local all, b = true, '0'
+  local all, b, n = true, '0', 0
   for st, len in string.gmatch(raw or '', '[^,;]+,([^,;]+),[^,;]+,[^,;]+,([^,;]+)') do
     all = all and st == 'C'
-    len = store_unhex(len)
-    if u64_valid(len) then
-      b = dec_add(b, u64_to_dec(len))
+    local x = #len <= 10 and tonumber(len, 16)
+    if x and x >= 0 then
+      n = n + x
+    else
+      len = store_unhex(len)
+      if u64_valid(len) then
+        b = dec_add(b, u64_to_dec(len))
+      end
     end
   end
-  return all, b
+  return all, n == 0 and b or dec_add(b, string.format('%d', n))
 end
 
 -- Whether object key may be evicted now. Returns status, bytes, soft:
@@ -107,21 +115,27 @@ end
 -- HMGET would read): {keys = its registered keys (radix_keys' order), nc = child count,
 -- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false), vals = every other
 -- field by name (the block key's object fields among them)}; false when the node does not exist.
+-- The parent is as the node stores it ('>' + 32 bytes: radix_parent_field): the rows go to
+-- the caller so (keys.node_parent_hash decodes it), and a walk decodes only the parents it
+-- climbs to (radix_parent_hash, a 32-byte gsub of about 18 k instructions).
+local sbyte = string.byte
 local evict_row_fields = { F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed }
 local function evict_node(tag, h)
   local flat = redis.call('HGETALL', K.node(tag, h))
   if #flat == 0 then
     return false
   end
-  local keys, vals = {}, {}
+  local keys, vals, nk = {}, {}, 0
   for i = 1, #flat, 2 do
     local name = flat[i]
-    local c = string.sub(name, 1, 1)
-    if c == '.' then
-      table.insert(keys, h .. string.sub(name, 2))
-    elseif c == '/' then
-      table.insert(keys, string.sub(name, 2))
-    elseif c ~= '>' and c ~= '<' then
+    local c = sbyte(name) -- a number: no one-byte string made per field
+    if c == 46 then -- '.'
+      nk = nk + 1
+      keys[nk] = h .. string.sub(name, 2)
+    elseif c == 47 then -- '/'
+      nk = nk + 1
+      keys[nk] = string.sub(name, 2)
+    elseif c ~= 62 and c ~= 60 then -- not a child edge ('>', '<')
       vals[name] = flat[i + 1]
     end
   end
@@ -132,7 +146,6 @@ local function evict_node(tag, h)
   for j, name in ipairs(evict_row_fields) do
     f[j] = vals[name] or false
   end
-  f[3] = radix_parent_hash(f[3])
   return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, f = f, vals = vals }
 end
 
@@ -167,8 +180,8 @@ local function evict_leaf_state(tag, h, now, any_node, node)
   return 'ok', bytes, objs, soft
 end
 
--- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent, parent
--- shard, index score z, stamp k, clock, exposed 0/1}: z is the leaf's score in the leaves
+-- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent (as its
+-- node stores it: evict_node), parent shard, index score z, stamp k, clock, exposed 0/1}: z is the leaf's score in the leaves
 -- index, or for a node not in it yet (a parent read ahead) the score it will get there
 -- (radix_leaf_score); k is the logical clock the node was stamped with at its put or last hit
 -- and clock the shard's logical clock as the evictor last published it (tiered: a fresh leaf
@@ -180,7 +193,6 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
     f = node.f
   else
     f = redis.call('HMGET', K.node(tag, h), F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed)
-    f[3] = radix_parent_hash(f[3])
   end
   if not z and not (node and node.nc > 0) then -- an inner node is never in the index (fsck)
     z = redis.call('ZSCORE', K.leaves(tag), h)

@@ -136,7 +136,12 @@ local function u64_to_dec(x)
 end
 
 -- Unbounded non-negative decimal strings (counters that sum u64 values: bytes per shard).
+-- Two strings of at most 15 digits add as numbers (below 2^53: exact); the digit loop is for
+-- longer ones (about 250 VM instructions for two 4-digit strings, against 4 here).
 local function dec_add(a, b)
+  if #a <= 15 and #b <= 15 then
+    return string.format('%d', tonumber(a) + tonumber(b))
+  end
   local out, carry = {}, 0
   local i, j = #a, #b
   while i > 0 or j > 0 or carry > 0 do

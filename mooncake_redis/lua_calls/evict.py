@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..context import Context, ShardItem
+from ..keys import node_parent_hash
 from ..records import FreePair, _s
 from .radix import RawContinuation
 
@@ -53,7 +54,7 @@ def _leaf(row: Sequence[Any]) -> LeafRow:
         int(nbytes),
         int(objs),
         bool(int(soft)),
-        _s(parent),
+        node_parent_hash(parent),
         int(pshard),
         float(z),
         int(float(stamp)),
@@ -276,7 +277,7 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
             for i, (st, erased, nkeys, nbytes, parent, pshard) in zip(idx, raw):
                 keys = [_s(k) for k in erased]
                 row = EvictedLeaf(
-                    _s(st), keys, int(nkeys), int(nbytes), _s(parent), int(_s(pshard))
+                    _s(st), keys, int(nkeys), int(nbytes), node_parent_hash(parent), int(_s(pshard))
                 )
                 rows.append((i, row))
             journal = [(int(sh), _s(e)) for sh, e in js]

@@ -1,0 +1,113 @@
+"""The eviction read steps' cheap paths: decimal sums as Lua numbers, parents sent as their nodes
+store them (decoded in Python), and the merged first read of every shard's leaf index.
+
+Each path has a slow twin kept for the values it cannot hold (digit strings past 15 digits,
+lengths past 10 hex digits, parents that are not 64 hex digits); both must give the same
+answers, on fakeredis, Redis and Redis Cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lupa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mooncake_redis import lua_calls as lua
+from mooncake_redis.keys import node_parent_field, node_parent_hash
+from mooncake_redis.lua_loader import lua_dir
+from tests.eviction_helpers import (
+    OBJ,
+    assert_clean,
+    assert_parents_alive,
+    evict_service,
+    put_blocks,
+)
+from tests.helpers import h
+
+_runtime: Any = None
+
+
+def _dec_add() -> Any:
+    """u64.lua's dec_add in a Lua 5.1 runtime, as Redis runs it (u64.lua needs nothing)."""
+    global _runtime
+    if _runtime is None:
+        lua51 = getattr(lupa, "lua51", None)
+        _runtime = (lua51.LuaRuntime if lua51 else lupa.LuaRuntime)(encoding=None)
+    src = (lua_dir() / "includes" / "u64.lua").read_text()
+    return _runtime.execute(src + "\nreturn dec_add")
+
+
+digits = st.integers(min_value=0, max_value=10**25).map(str)
+
+
+@given(digits, digits)
+def test_dec_add_adds_exactly_on_both_paths(a: str, b: str) -> None:
+    got = _dec_add()(a.encode(), b.encode())
+    assert int(got) == int(a) + int(b)
+    assert got == str(int(a) + int(b)).encode()
+
+
+def test_node_parent_hash_reads_what_node_parent_field_writes() -> None:
+    for parent in (h("p"), "free-form parent", "é/<>", ""):
+        assert node_parent_hash(node_parent_field(parent)) == parent
+        assert node_parent_hash(node_parent_field(parent).decode("latin-1").encode("latin-1")) == (
+            parent
+        )
+    with pytest.raises(ValueError):
+        node_parent_hash(b">short")
+
+
+def _chain(names: list[str]) -> list[tuple[str, str]]:
+    return [(n, names[i - 1] if i else "") for i, n in enumerate(names)]
+
+
+@pytest.mark.parametrize("form", ["hex", "free"])
+async def test_chains_go_leaf_first_whatever_the_parent_form(make_service: Any, form: str) -> None:
+    """Parents come back from the reads as their nodes store them ('>' + 32 bytes for a 64-hex
+    hash, '<' + the text otherwise) and are decoded in Python; evict_ancestors decodes only the
+    ones it climbs to. Two chains over many shards: each goes leaf first, parents stay alive."""
+    name = (lambda c, i: h(f"{c}{i}")) if form == "hex" else (lambda c, i: f"blk-{c}-{i}")
+    a = [name("a", i) for i in range(30)]
+    b = [name("b", i) for i in range(30)]
+    svc = await evict_service(make_service, 80 * OBJ, eviction_ratio=0.5, num_shards=16)
+    await put_blocks(svc, _chain(a) + _chain(b))
+    res = await svc.evict_once()
+    assert res.evicted_objects == 60 and res.cascade_depth == 30
+    order = [leaf for r in res.round_leaves for leaf in r]
+    for c in (a, b):
+        mine = [x for x in order if x in set(c)]
+        assert mine == list(reversed(c))
+    await assert_parents_alive(svc, dict(_chain(a) + _chain(b)))
+    await assert_clean(svc)
+
+
+async def test_first_read_merges_many_shards_in_index_order(make_service: Any) -> None:
+    """The merged first read (``want`` > 0, a heap over the shards' index heads) walks each
+    shard for its share of the first ``want`` entries of its node's shards in (score, member)
+    order, at most ``max`` a shard: exactly those leaves come back. Then a pass (default tiered
+    policy, which reads so) evicts in that order."""
+    svc = await evict_service(
+        make_service, 1000 * OBJ, num_shards=64, eviction_high_watermark_ratio=0.95
+    )
+    leaves = [h(f"leaf{i}") for i in range(600)]
+    await put_blocks(svc, [(x, "") for x in leaves])
+    client = svc.backend.client
+    by_node: dict[str, list[tuple[float, str]]] = {}
+    index: list[tuple[float, str]] = []
+    for shard in range(64):
+        rows = await client.zrange(svc.keys.shard_key(shard, "leaves"), 0, -1, withscores=True)
+        entries = [(float(score), m.decode()) for m, score in rows]
+        index += entries
+        node = svc.backend.node_of(svc.keys.anchor(shard)).name if svc.backend.cluster else ""
+        by_node.setdefault(node, []).extend(entries[:4])  # a head holds at most max entries
+    assert len(index) == 600
+    want = 12
+    _, windows = await lua.evict_candidates(svc.ctx, [(s, "", "") for s in range(64)], 4, 80, want)
+    got = sorted(row.h for w in windows for row in w.rows)
+    assert got == sorted(m for heads in by_node.values() for _, m in sorted(heads)[:want])
+    res = await svc.evict_once(max_objects=8)
+    order = [leaf for r in res.round_leaves for leaf in r]
+    assert order == [m for _, m in sorted(index)][:8]
+    await assert_clean(svc)
