@@ -43,10 +43,13 @@ from .policy import LeafPolicy
 
 MAX_REFILLS_PER_ROUND = 8
 CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
-PARENT_READ_AHEAD = 16  # parents of the next cheapest candidates read in the same call
-SIDE_CHAIN_DEPTH = 4  # nodes read up each of those
+# Read-ahead sizes: a row read and not used costs about as much Redis work as a tenth of a call
+# (docs/benchmarks.md, "The eviction pass's reads"); smaller ones read fewer rows in more calls,
+# the choices are the same (exact order refills whatever was not read).
+PARENT_READ_AHEAD = 8  # parents of the next cheapest candidates read in the same call
+SIDE_CHAIN_DEPTH = 2  # nodes read up each of those
 LEAF_BYTES_GUESS = 4096  # bytes of a leaf, to size a pass's first read (more or fewer: refills)
-FIRST_READ_SLACK = 16  # leaves read beyond twice the need (young, leased, pinned ones)
+FIRST_READ_SLACK = 8  # leaves read beyond the need (young, leased, pinned ones)
 
 
 @dataclass(order=True)
@@ -342,8 +345,8 @@ class RadixEvictor:
                 parents[o.parent] = o.pshard
 
     def _first_want(self) -> int:
-        """How many leaves the first read takes, over all shards, in index order: about twice
-        what the goal needs (leaves of ``LEAF_BYTES_GUESS``), never more than the windows of
+        """How many leaves the first read takes, over all shards, in index order: what the
+        goal needs (leaves of ``LEAF_BYTES_GUESS``) and a few more, never more than the windows of
         every shard would read. 0 (every shard's window) unless the policy orders equal scores
         by name: otherwise equal scores go in read order, which the cut would change."""
         if not self.policy.ties_by_name:
@@ -351,7 +354,7 @@ class RadixEvictor:
         need_bytes, need_objects = self.goal.need()
         leaves = need_objects or -(-need_bytes // LEAF_BYTES_GUESS)
         most = 4 * len(self.cursors)
-        return max(1, min(most, 2 * leaves + FIRST_READ_SLACK))
+        return max(1, min(most, leaves + FIRST_READ_SLACK))
 
     async def run(self, fallback: bool = True) -> None:
         """Rounds until the goal is met or nothing evictable is left: leaves by score, then
