@@ -93,14 +93,40 @@ local function radix_has_key(tag, h, key)
   return redis.call('HEXISTS', K.node(tag, h), radix_key_field(h, key)) == 1
 end
 
--- Two lowercase hex digits -> their byte (a gsub table: no Lua call per byte).
--- '00'..'ff' -> the byte, each filled on first use: not 256 formats at the start of every call
--- of every script that includes this (most calls never pack a child edge).
-local RADIX_UNHEX = setmetatable({}, { __index = function(t, x)
-  local b = string.char(tonumber(x, 16))
-  rawset(t, x, b)
-  return b
-end })
+-- 64 lowercase hex digits -> their 32 bytes, 8 digits (4 bytes) at a time, and back. A gsub
+-- with a byte table is cheaper once the table is full, but a script's locals are made anew on
+-- every call: filling it cost a call about 7 us (unhex) and 12 us (hex) for its first hash,
+-- more than these take for each (2.8 and 1.8 us on Redis 7.0: docs/benchmarks.md, "Hex in
+-- Lua").
+local radix_floor, radix_char, radix_byte = math.floor, string.char, string.byte
+local function radix_unhex32(h)
+  local b = {}
+  for i = 1, 64, 8 do
+    local v = tonumber(string.sub(h, i, i + 7), 16)
+    local hi, lo = radix_floor(v / 65536), v % 65536
+    local j = (i - 1) / 2
+    b[j + 1], b[j + 2], b[j + 3], b[j + 4] = radix_floor(hi / 256), hi % 256, radix_floor(lo / 256), lo % 256
+  end
+  return radix_char(unpack(b))
+end
+
+-- 32 bytes -> 64 lowercase hex digits: LuaBitOp's bit.tohex on 4-byte words where the runtime
+-- has it (Redis), one string.format of 32 bytes otherwise (fakeredis).
+local RADIX_HEX32 = string.rep('%02x', 32)
+local radix_hex32 = function(x)
+  return string.format(RADIX_HEX32, radix_byte(x, 1, 32))
+end
+if bit then
+  local tohex = bit.tohex
+  radix_hex32 = function(x)
+    local w = {}
+    for i = 1, 32, 4 do
+      local b1, b2, b3, b4 = radix_byte(x, i, i + 3)
+      w[#w + 1] = tohex(((b1 * 256 + b2) * 256 + b3) * 256 + b4, 8)
+    end
+    return table.concat(w)
+  end
+end
 local radix_child_fields = {} -- memo of one script call: a put reads and writes each edge
 
 -- The node HASH field of the edge to child c.
@@ -110,7 +136,7 @@ local function radix_child_field(c)
     return f
   end
   if #c == 64 and string.find(c, '^[0-9a-f]+$') then
-    f = '>' .. string.gsub(c, '..', RADIX_UNHEX)
+    f = '>' .. radix_unhex32(c)
   else
     f = '<' .. c
   end
@@ -133,15 +159,8 @@ local function radix_parent_field(p)
   return radix_child_field(p)
 end
 
--- A byte -> its two lowercase hex digits (a gsub table, each filled on first use).
-local RADIX_HEX = setmetatable({}, { __index = function(t, b)
-  local x = string.format('%02x', string.byte(b))
-  rawset(t, b, x)
-  return x
-end })
-
--- The parent hash of a stored field p (false and '' as they are). A gsub of 32 bytes costs
--- about 18 k instructions (tests/lua_op_cost.py): memoized per script call, as a walk up a
+-- The parent hash of a stored field p (false and '' as they are). radix_hex32 is about 2 us:
+-- memoized per script call, as a walk up a
 -- chain (radix_chain) or an eviction pass meets the same parents again; the put path compares
 -- stored forms instead (its ARGV carries the parent so: lua_calls/puts.py).
 local radix_parent_hashes = {}
@@ -154,7 +173,7 @@ local function radix_parent_hash(v)
     return x
   end
   if string.byte(v) == 62 then -- '>'
-    x = string.gsub(string.sub(v, 2), '.', RADIX_HEX)
+    x = radix_hex32(string.sub(v, 2))
   else
     x = string.sub(v, 2)
   end
@@ -197,7 +216,7 @@ local function radix_children(tag, h)
   for i = 1, #flat, 2 do
     local c = string.sub(flat[i], 1, 1)
     if c == '>' then
-      table.insert(out, (string.gsub(string.sub(flat[i], 2), '.', RADIX_HEX)))
+      table.insert(out, radix_hex32(string.sub(flat[i], 2)))
       table.insert(out, flat[i + 1])
     elseif c == '<' then
       table.insert(out, string.sub(flat[i], 2))
