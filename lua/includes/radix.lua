@@ -95,9 +95,9 @@ end
 
 -- 64 lowercase hex digits -> their 32 bytes, 8 digits (4 bytes) at a time, and back. A gsub
 -- with a byte table is cheaper once the table is full, but a script's locals are made anew on
--- every call: filling it cost a call about 7 us (unhex) and 12 us (hex) for its first hash,
--- more than these take for each (2.8 and 1.8 us on Redis 7.0: docs/benchmarks.md, "Hex in
--- Lua").
+-- every call: filling it cost a call about 7 us (unhex) and 9-12 us (hex) for its first hash,
+-- more than these take for each (about 3 and 1.8 us on Redis 7.0: docs/benchmarks.md, "Hex
+-- in Lua").
 local radix_floor, radix_char, radix_byte = math.floor, string.char, string.byte
 local function radix_unhex32(h)
   local b = {}
