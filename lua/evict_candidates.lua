@@ -16,7 +16,7 @@
 -- Returns: {now ms, per group: {{row...}, cursor score, cursor member, exhausted 0/1,
 --          skipped lease, skipped hard, skipped busy, peek score, peek member ('' '' unless
 --          not walked)}}, row = {hash, score, hits, bytes, objects, soft 0/1, parent (as
---          its node stores it: keys.node_parent_hash reads it), parent shard, index score,
+--          its node stores it: records.node_parent_hash reads it), parent shard, index score,
 --          stamp, shard clock, exposed 0/1} (evict_leaf_row).
 -- Errors: none.
 --!include evict.lua

@@ -13,7 +13,6 @@ slot. Lua scripts derive keys from a shard's anchor key (``<tag>:stats``) with t
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from blake3 import blake3
 
@@ -171,19 +170,6 @@ def node_parent_field(parent: str) -> bytes:
     """A radix node's parent as its field ``p`` holds it (schema 9; radix.lua
     radix_parent_field): ``node_child_field(parent)``, or empty for none."""
     return node_child_field(parent) if parent else b""
-
-
-def node_parent_hash(raw: Any) -> str:
-    """The parent hash a node's field ``p`` holds (:func:`node_parent_field`), as the eviction
-    reads return it: decoded here, not by a 32-byte ``gsub`` per row in Lua."""
-    b = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")
-    if b[:1] == b">" and len(b) == 33:
-        return b[1:].hex()
-    if b[:1] == b"<":
-        return b[1:].decode("utf-8", "surrogatepass")
-    if not b:
-        return ""
-    raise ValueError(f"malformed parent field {b!r}")
 
 
 # Prefixes (and, in the context, keys) whose shard is remembered: a batch asks for the same ones

@@ -173,6 +173,13 @@ def alloc_owner_key(raw: Any) -> str:
     raise ValueError(f"malformed allocation owner {b!r}")
 
 
+def node_parent_hash(raw: Any) -> str:
+    """The parent hash a node's field ``p`` holds (``keys.node_parent_field``), as the eviction
+    reads return it: the owner form of :func:`alloc_owner_key` ('' for none), decoded here, not
+    per row in Lua."""
+    return alloc_owner_key(raw) if raw else ""
+
+
 def parse_alloc_record(rec: Any, owner: Any) -> AllocRecord:
     """A record ``"len|put id|ms"`` (len hex without leading zeros, ms empty once confirmed)
     and its owner field."""

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mooncake_redis import lua_calls as lua
-from mooncake_redis.keys import node_parent_field, node_parent_hash
+from mooncake_redis.keys import node_parent_field
 from mooncake_redis.lua_loader import lua_dir
+from mooncake_redis.records import node_parent_hash
 from tests.eviction_helpers import (
     OBJ,
     assert_clean,

@@ -116,8 +116,8 @@ end
 -- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false), vals = every other
 -- field by name (the block key's object fields among them)}; false when the node does not exist.
 -- The parent is as the node stores it ('>' + 32 bytes: radix_parent_field): the rows go to
--- the caller so (keys.node_parent_hash decodes it), and a walk decodes only the parents it
--- climbs to (radix_parent_hash, a 32-byte gsub of about 18 k instructions).
+-- the caller so (records.node_parent_hash decodes it), and a walk decodes only the parents it
+-- climbs to (radix_parent_hash).
 local sbyte = string.byte
 local evict_row_fields = { F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed }
 local function evict_node(tag, h)
@@ -181,8 +181,8 @@ local function evict_leaf_state(tag, h, now, any_node, node)
 end
 
 -- Candidate row of a leaf: {hash, score s, hits h, bytes, objects, soft 0/1, parent (as its
--- node stores it: evict_node), parent shard, index score z, stamp k, clock, exposed 0/1}: z is the leaf's score in the leaves
--- index, or for a node not in it yet (a parent read ahead) the score it will get there
+-- node stores it: evict_node), parent shard, index score z, stamp k, clock, exposed 0/1}: z is
+-- the leaf's score in the leaves index, or for a node not in it yet (a parent read ahead) the score it will get there
 -- (radix_leaf_score); k is the logical clock the node was stamped with at its put or last hit
 -- and clock the shard's logical clock as the evictor last published it (tiered: a fresh leaf
 -- with k >= clock was put since that pass, the put grace; both 0 unless tiered).

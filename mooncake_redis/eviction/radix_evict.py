@@ -346,8 +346,8 @@ class RadixEvictor:
 
     def _first_want(self) -> int:
         """How many leaves the first read takes, over all shards, in index order: what the
-        goal needs (leaves of ``LEAF_BYTES_GUESS``) and a few more, never more than the windows of
-        every shard would read. 0 (every shard's window) unless the policy orders equal scores
+        goal needs (leaves of ``LEAF_BYTES_GUESS``) and a few more, never more than the windows
+        of every shard would read. 0 (every shard's window) unless the policy orders equal scores
         by name: otherwise equal scores go in read order, which the cut would change."""
         if not self.policy.ties_by_name:
             return 0

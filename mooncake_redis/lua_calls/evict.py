@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..context import Context, ShardItem
-from ..keys import node_parent_hash
-from ..records import FreePair, _s
+from ..records import FreePair, _s, node_parent_hash
 from .radix import RawContinuation
 
 Journal = list[tuple[int, str]]  # (shard, journaled unlink step as cjson)
