@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +62,7 @@ async def rows(tree: str) -> None:
             n += await read()
         runtime.eval(UNHOOK)()
         total = sum(v for _, v in counts.items())
+        assert n > 0, "the reads found no row: nothing to measure"
         print(f"  {total / n:8.1f} VM instructions per row ({n} rows)")
 
     async def ancestors() -> int:
@@ -123,6 +125,10 @@ sys.exit(main())
                              capture_output=True, text=True, check=True)  # fmt: skip
         grind.ctl("-d", "replay")
         time.sleep(1)
+        # A figure only for a replay whose calls all succeeded and that evicted what it stored.
+        [result] = json.loads(out.stdout)
+        assert result["puts_failed"] == 0 and result["reads_failed"] == 0, result
+        assert result["puts_ok"] > 0 and result["evicted_keys"] > 0, result
         print(tree, f"Redis instructions: {sum(grind.counts()) / 1e9:.3f} G")
         print(" ", out.stderr.strip().splitlines()[-1])
     finally:
