@@ -26,12 +26,19 @@
 local epoch, expires, allow_soft = argn(), argn(), argn()
 local now = now_ms()
 local groups = evict_groups(2)
-if not evict_fence(groups, epoch, expires, now) then
+-- The fence read also takes each shard's tier state (radix_tier_prime: the parents made leaves
+-- here are scored with it), and shows the shard is on this node (radix_local_is).
+if not evict_fence(groups, epoch, expires, now, { F.stats.tier_offsets, F.stats.turnover, F.stats.clock }) then
   return { 0 }
+end
+for _, g in ipairs(groups) do
+  radix_tier_prime(g.tag, g.stats[2], g.stats[3], g.stats[4])
+  radix_local_is(g.tag)
 end
 local out, conts, frees, journal = {}, {}, {}, {}
 local pending = {}
--- The shards' evicted_keys / evicted_bytes counters, added once per shard at the end.
+-- Per shard, written once at the end: its evicted_keys / evicted_bytes counters, and the
+-- deferred writes of the leaves evicted whole with one DEL (evict_block_leaf, evict_flush).
 local evicted, tags = {}, {}
 for _, g in ipairs(groups) do
   for _, it in ipairs(g.items) do
@@ -58,18 +65,21 @@ repeat
     else
       local p = { node.f[3], node.f[4] }
       local mine, before = {}, #conts
-      local erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees, node.keys)
+      local acc = evicted[tag]
+      if not acc then
+        acc = { 0, '0', evict_acc() }
+        evicted[tag] = acc
+        tags[#tags + 1] = tag
+      end
+      local erased, nkeys, bytes = evict_block_leaf(tag, shard, h, node, frees, acc[3], mine)
+      if not erased then
+        erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees, node.keys)
+      end
       evict_unlink_local(tag, mine, conts)
       for c = before + 1, #conts do
         local j = cjson.encode(conts[c])
         redis.call('RPUSH', K.unlinks(tag), j)
         table.insert(journal, { shard, j })
-      end
-      local acc = evicted[tag]
-      if not acc then
-        acc = { 0, '0' }
-        evicted[tag] = acc
-        tags[#tags + 1] = tag
       end
       acc[1], acc[2] = acc[1] + #erased, dec_add(acc[2], bytes)
       out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
@@ -83,7 +93,6 @@ for _, e in ipairs(pending) do
 end
 for _, tag in ipairs(tags) do
   local acc = evicted[tag]
-  redis.call('HINCRBY', K.stats(tag), F.stats.evicted_keys, acc[1])
-  dec_hincr(K.stats(tag), 'evicted_bytes', acc[2], false)
+  evict_flush(tag, acc[3], acc[1], acc[2])
 end
 return { 1, out, conts, frees, now, journal }

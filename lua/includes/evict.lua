@@ -113,6 +113,7 @@ end
 
 -- Node h in one HGETALL, for the read steps (what radix_keys, radix_nchildren and the row's
 -- HMGET would read): {keys = its registered keys (radix_keys' order), nc = child count,
+-- ne = child edge fields present,
 -- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false), vals = every other
 -- field by name (the block key's object fields among them)}; false when the node does not exist.
 -- The parent is as the node stores it ('>' + 32 bytes: radix_parent_field): the rows go to
@@ -125,7 +126,7 @@ local function evict_node(tag, h)
   if #flat == 0 then
     return false
   end
-  local keys, vals, nk = {}, {}, 0
+  local keys, vals, nk, ne = {}, {}, 0, 0
   for i = 1, #flat, 2 do
     local name = flat[i]
     local c = sbyte(name) -- a number: no one-byte string made per field
@@ -137,6 +138,8 @@ local function evict_node(tag, h)
       keys[nk] = string.sub(name, 2)
     elseif c ~= 62 and c ~= 60 then -- not a child edge ('>', '<')
       vals[name] = flat[i + 1]
+    else
+      ne = ne + 1
     end
   end
   if not vals[F.node.created_ms] then
@@ -146,7 +149,7 @@ local function evict_node(tag, h)
   for j, name in ipairs(evict_row_fields) do
     f[j] = vals[name] or false
   end
-  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, f = f, vals = vals }
+  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, ne = ne, f = f, vals = vals }
 end
 
 -- Whether leaf h may be evicted now (all its keys together). Returns status, bytes (decimal
@@ -233,6 +236,118 @@ local function evict_leaf(tag, shard, h, conts, frees, keys)
     end
   end
   return erased, #keys, bytes
+end
+
+-- A call's deferred writes to one shard from evict_block_leaf (evict_flush writes them): the
+-- stats counters, the index removals and the outbox entries, one command each per shard and
+-- call instead of one per leaf.
+local function evict_acc()
+  return { objects = 0, size = '0', nodes = 0, gone = {}, outbox = {} }
+end
+
+-- Every field a block hash may hold besides its key field '.': its block key's object's fields
+-- and its node's (RADIX_NODE_FIELDS). Built on first use in a call.
+local evict_droppable = nil
+local function evict_block_droppable()
+  if not evict_droppable then
+    evict_droppable = {}
+    for _, name in pairs(F.obj) do
+      evict_droppable[name] = true
+    end
+    for _, name in ipairs(RADIX_NODE_FIELDS) do
+      evict_droppable[name] = true
+    end
+  end
+  return evict_droppable
+end
+
+-- Evicts leaf h when its block hash holds exactly one leaf node, its block key h registered
+-- there ('.') and that key's stored object, nothing else (an MLA block: node as evict_node read
+-- it, checked by the caller to be 'ok'): one DEL instead of the general path's field-by-field
+-- steps (store_erase, radix_remove_key, radix_collapse), with the same result: the replicas'
+-- frees (to frees and acc.outbox), the shard counters and the index removals deferred to acc,
+-- then the edge from the parent (radix_unlink_parent; a parent in this shard collapses on).
+-- Returns false when h is not such a leaf (the caller takes the general path), else the
+-- erased keys, the keys unregistered (1) and the bytes freed (decimal string).
+local function evict_block_leaf(tag, shard, h, node, frees, acc, conts)
+  local v = node.vals
+  if node.nc ~= 0 or node.ne ~= 0 or #node.keys ~= 1 or node.keys[1] ~= h or not v[F.obj.put_id]
+      or not v[F.obj.radix] or v[F.obj.prefix] or v[F.obj.prefix_len] then
+    return false
+  end
+  local droppable = evict_block_droppable()
+  for name in pairs(v) do
+    if not droppable[name] then
+      return false
+    end
+  end
+  local pid = v[F.obj.put_id]
+  for _, rep in ipairs(store_replicas(v[F.obj.replicas], tag)) do
+    local e = store_free_entry(rep, pid)
+    acc.outbox[#acc.outbox + 1] = e
+    frees[#frees + 1] = { shard, e }
+  end
+  redis.call('DEL', K.node(tag, h))
+  acc.objects, acc.nodes = acc.objects + 1, acc.nodes + 1
+  acc.size = dec_add(acc.size, v[F.obj.size] or '0')
+  acc.gone[#acc.gone + 1] = h
+  local _, bytes = evict_record(v[F.obj.replicas])
+  local p = radix_unlink_parent(tag, shard, h,
+    { v[F.node.parent] or false, v[F.node.parent_shard] or false, v[F.node.link_gen] or false, v[F.node.created_ms] }, conts)
+  if p then
+    radix_collapse(tag, shard, p, conts)
+  end
+  return { h }, 1, bytes
+end
+
+-- The shard counters an eviction call changes, as evict_flush reads and writes them.
+local EVICT_COUNTERS = { F.stats.objects, F.stats.rkeys, F.stats.nodes, F.stats.bytes,
+  F.stats.evicted_keys, 'evicted_bytes' }
+
+-- a - b for decimal strings, floored at 0 (dec_sub), as numbers when both fit exactly.
+local function evict_dec_sub(a, b)
+  if #a <= 15 and #b <= 15 then
+    local x = tonumber(a) - tonumber(b)
+    return x > 0 and string.format('%d', x) or '0'
+  end
+  return dec_sub(a, b)
+end
+
+-- Writes one shard's deferrals at the end of an eviction call: acc (evict_block_leaf's: the
+-- object, key and node counters, the lru / processing / leaves / orphans removals, the outbox
+-- entries) and the call's evicted keys and bytes (decimal string) there. The counters in one
+-- HMGET and one HSET (what store_erase, radix_remove_key and radix_collapse add per leaf with
+-- HINCRBY, bytes floored at 0 as dec_hincr does), then one ZREM per index that exists.
+local function evict_flush(tag, acc, keys, bytes)
+  local stats = K.stats(tag)
+  local c = redis.call('HMGET', stats, unpack(EVICT_COUNTERS))
+  local w, n = {}, 0
+  if acc.objects > 0 then
+    w[1], w[2] = EVICT_COUNTERS[1], string.format('%d', (tonumber(c[1]) or 0) - acc.objects)
+    w[3], w[4] = EVICT_COUNTERS[2], string.format('%d', (tonumber(c[2]) or 0) - acc.objects)
+    w[5], w[6] = EVICT_COUNTERS[3], string.format('%d', (tonumber(c[3]) or 0) - acc.nodes)
+    w[7], w[8] = EVICT_COUNTERS[4], evict_dec_sub(c[4] or '0', acc.size)
+    n = 8
+  end
+  if keys > 0 then
+    w[n + 1], w[n + 2] = EVICT_COUNTERS[5], string.format('%d', (tonumber(c[5]) or 0) + keys)
+    w[n + 3], w[n + 4] = EVICT_COUNTERS[6], dec_add(c[6] or '0', bytes)
+    n = n + 4
+  end
+  if n > 0 then
+    redis.call('HSET', stats, unpack(w))
+  end
+  if #acc.gone > 0 then
+    variadic('ZREM', K.leaves(tag), acc.gone)
+    -- A registered block key is in none of these (the leaves order it): one read, and the
+    -- removals only where one of them exists, as store_erase and radix_collapse would do.
+    if redis.call('EXISTS', K.lru(tag), K.processing(tag), K.orphans(tag)) > 0 then
+      variadic('ZREM', K.lru(tag), acc.gone)
+      variadic('ZREM', K.processing(tag), acc.gone)
+      variadic('ZREM', K.orphans(tag), acc.gone)
+    end
+  end
+  variadic('RPUSH', K.outbox(tag), acc.outbox)
 end
 
 local evict_local = radix_local

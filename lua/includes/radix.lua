@@ -199,16 +199,6 @@ local function radix_set_child(tag, h, c, gen)
   end
 end
 
--- Drops the edge h -> c.
-local function radix_del_child(tag, h, c)
-  local nkey = K.node(tag, h)
-  if redis.call('HDEL', nkey, radix_child_field(c)) == 1 then
-    if redis.call('HINCRBY', nkey, F.node.nchildren, -1) <= 0 then
-      redis.call('HDEL', nkey, F.node.nchildren)
-    end
-  end
-end
-
 -- The children of node h as a flat list: child, generation, child, generation, ...
 local function radix_children(tag, h)
   local out = {}
@@ -423,6 +413,11 @@ local function radix_local(ptag)
   return yes
 end
 
+-- A caller that has just read shard ptag's keys (so they are on this node) records it.
+local function radix_local_is(ptag)
+  radix_local_cache[ptag] = true
+end
+
 -- A node's link generation from its stored fields p, g and t (schema 9): g is absent when the
 -- edge was made with the node (its generation is then the node's created ms t: 12 bytes less
 -- per node, radix_attach); a node without a parent has generation '0'.
@@ -601,6 +596,62 @@ local function radix_will_adopt(tag, h)
   return not radix_has_object(tag, h)
 end
 
+-- Drops the edge p -> c of generation gen from node p, in one read of p (the edge, its counts
+-- and its score fields): p then stays with its leaves entry refreshed as radix_refresh_leaf
+-- would, or has no key and no child left. Returns 0 (no such edge: nothing written), 1 (p
+-- stays) or 2 (p is empty: the caller collapses it).
+local function radix_drop_edge(tag, p, c, gen)
+  local nkey = K.node(tag, p)
+  local cf = radix_child_field(c)
+  local f = redis.call('HMGET', nkey, cf, F.node.created_ms, F.node.nkeys, F.node.nchildren,
+    F.node.score, F.node.stamp, F.node.hits, F.node.exposed)
+  if not f[1] or tonumber(f[1]) ~= tonumber(gen) then
+    return 0
+  end
+  local nk, nc = tonumber(f[3]) or 0, (tonumber(f[4]) or 0) - 1
+  if nc <= 0 then -- the count goes with the last edge
+    redis.call('HDEL', nkey, cf, F.node.nchildren)
+    nc = 0
+  else
+    redis.call('HDEL', nkey, cf)
+    redis.call('HINCRBY', nkey, F.node.nchildren, -1)
+  end
+  if not f[2] then -- no node (an edge left in a hash without one): nothing to refresh
+    return 1
+  end
+  if nk == 0 and nc == 0 then
+    return 2
+  end
+  if nk > 0 and nc == 0 then -- radix_zadd_leaf, from the fields just read
+    local st = radix_tier_state(tag)
+    local z = st and radix_tier_score(st, f[6], f[7], f[8]) or tonumber(f[5]) or 0
+    redis.call('ZADD', K.leaves(tag), string.format('%.17g', z), p)
+  else
+    redis.call('ZREM', K.leaves(tag), p)
+  end
+  return 1
+end
+
+-- After node h was dropped: its edge from its parent goes. f: h's parent, parent shard, link
+-- generation and created ms as h stored them. A parent in another shard gets a continuation
+-- (appended to conts); one in this shard loses the edge here when its generation matches
+-- (radix_drop_edge), and is returned when it is left empty (the caller collapses it). Returns
+-- nil otherwise.
+local function radix_unlink_parent(tag, shard, h, f, conts)
+  local p, ps, g = radix_parent_hash(f[1]), tonumber(f[2]), radix_link_gen(f[1], f[3], f[4])
+  if not p or p == '' then
+    return nil
+  end
+  if ps ~= shard then
+    table.insert(conts, { p, tostring(ps), h, g })
+    return nil
+  end
+  if radix_drop_edge(tag, p, h, g) == 2 then
+    return p
+  end
+  return nil
+end
+
 -- Deletes h if it has no keys and no children, then walks up while the parent is in this shard.
 -- One HMGET per level: whether the node exists (t), its counts and its parent edge.
 local function radix_collapse(tag, shard, h, conts)
@@ -621,20 +672,7 @@ local function radix_collapse(tag, shard, h, conts)
     redis.call('ZREM', K.leaves(tag), h)
     redis.call('ZREM', K.orphans(tag), h)
     redis.call('HINCRBY', K.stats(tag), F.stats.nodes, -1)
-    local p, ps, g = radix_parent_hash(f[1]), tonumber(f[2]), radix_link_gen(f[1], f[3], f[4])
-    if not p or p == '' then
-      return
-    end
-    if ps ~= shard then
-      table.insert(conts, { p, tostring(ps), h, g })
-      return
-    end
-    local sc = radix_child_gen(tag, p, h)
-    if not sc or tonumber(sc) ~= tonumber(g) then
-      return
-    end
-    radix_del_child(tag, p, h)
-    h = p
+    h = radix_unlink_parent(tag, shard, h, f, conts)
   end
 end
 
@@ -659,13 +697,11 @@ local function radix_unlink_edge(tag, shard, parent, child, gen, conts)
     radix_mark(tag, parent, gen, now_ms())
     return 0
   end
-  local sc = radix_child_gen(tag, parent, child)
-  if not sc or tonumber(sc) ~= tonumber(gen) then
-    return 0
+  local dropped = radix_drop_edge(tag, parent, child, gen)
+  if dropped == 2 then
+    radix_collapse(tag, shard, parent, conts)
   end
-  radix_del_child(tag, parent, child)
-  radix_collapse(tag, shard, parent, conts)
-  return 1
+  return dropped == 0 and 0 or 1
 end
 
 -- The later of two times in ms given as decimal strings without sign or leading zeros (how
