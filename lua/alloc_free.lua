@@ -2,7 +2,8 @@
 -- alloc_free: applies buffer frees to segment allocators (outbox drains, failed puts, janitor
 -- reclaims). Idempotent: a free is applied only if the alloc record at that offset carries the
 -- same put id; unknown segments and offsets are skipped. Per segment: one read and one write of
--- its counters, and per free a record read, its delete and the free-extent merge.
+-- its counters; per record bucket touched one read, one delete and one EXISTS; per run of
+-- neighbouring frees one free-extent merge (alloc_release_batch).
 -- KEYS: segment anchors (<segment tag>:info, HASH) served by one node; only the first on a
 --       cluster (the script reads every anchor from ARGV).
 -- ARGV: group count, then per group: anchor, n, then n pairs (offset (u64 hex), put id).
@@ -15,9 +16,11 @@
 -- to the decimal at once).
 local freed, freedn = '0', 0
 each_segment(function(stag, anchor, n)
-  for _ = 1, n do
-    local off, pid = arg(), arg()
-    local len = alloc_release(stag, off, pid)
+  local items = {}
+  for i = 1, n do
+    items[i] = { arg(), arg() }
+  end
+  for _, len in ipairs(alloc_release_batch(stag, items)) do
     local v = u64_small(len)
     if v then
       freedn = freedn + v

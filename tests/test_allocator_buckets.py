@@ -324,3 +324,43 @@ async def test_a_refused_put_leaves_an_empty_segment_as_it_was(make_service: Any
         raise AssertionError("a second client's put of a key in progress was accepted")
     assert await svc.backend.client.hgetall(info) == before
     await assert_clean(svc)
+
+
+async def test_a_batch_of_frees_leaves_the_free_extents_maximal(make_service: Any) -> None:
+    """alloc_free releases a batch per record bucket and merges neighbouring frees before they
+    reach the free ZSETs (alloc_release_batch). Shuffled, with an offset repeated (released
+    once), one that is no record's and records of another put id (kept): what is left is the
+    records not freed, and the free extents are exactly the maximal gaps between them, as
+    releasing one by one leaves them; the segment's counters agree. (The objects still name the
+    freed buffers: this drives the allocator alone, so fsck is not asked.)"""
+    size, n = 1 << 20, 120
+    svc = await mounted(make_service, size)
+    await put_all(svc, keys_of(n, "batch-free"), 4096)
+    recs = await all_records(svc)
+    offs = sorted(recs)
+    rng = random.Random(7)
+    chosen = set(rng.sample(offs, 70))
+    kept = [o for o in offs if o not in chosen]
+    pairs = [(f"{o:016x}", recs[o].put_id) for o in sorted(chosen)]
+    pairs += [*pairs[:5], (f"{offs[0] + 1:016x}", recs[offs[0]].put_id)]
+    pairs += [(f"{o:016x}", "another-put") for o in kept[:3]]
+    rng.shuffle(pairs)
+    await alloc_free(svc.ctx, {"s": pairs})
+    left = await all_records(svc)
+    assert sorted(left) == kept
+    client = svc.backend.client
+    raw = await client.zrange(svc.keys.segment_key("s", "free_off"), 0, -1)
+    free = sorted((int(m[:16], 16), int(m[16:32], 16)) for m in raw)
+    by_len = await client.zrange(svc.keys.segment_key("s", "free_len"), 0, -1)
+    assert sorted((int(m[16:32], 16), int(m[:16], 16)) for m in by_len) == free
+    base = 1 << 40  # mounted(): the segment starts there
+    gaps, pos = [], base
+    for o in kept:
+        if o > pos:
+            gaps.append((pos, o - pos))
+        pos = o + recs[o].length
+    if pos < base + size:
+        gaps.append((pos, base + size - pos))
+    assert free == gaps
+    st = (await svc.segments.segment_stats(["s"]))[0]
+    assert st.allocated == sum(recs[o].length for o in kept)

@@ -473,40 +473,77 @@ local function alloc_end(st)
   end
 end
 
--- Frees the allocation at off (u64) if its record carries put id pid (idempotent: a second
--- free, or a free of an offset reused by another put, does nothing). Returns the freed length
--- (u64; zero if none). The caller writes the counters (alloc_flush(alloc_seg(stag))). A freed
--- pending record leaves its bucket's index score as it was: a lower bound still.
-local function alloc_release(stag, off, pid)
-  if not u64_valid(off) then
-    return U64_ZERO
+-- Releases allocations of segment stag (items: {offset (u64), put id} pairs, in any order), each
+-- only if the record at its offset carries its put id; an offset that is not a u64, in no
+-- record, or repeated (released once) is skipped. One HMGET, one HDEL and one EXISTS per record
+-- bucket touched, not per item; the freed extents are merged among themselves before they go
+-- into the free ZSETs (a pass's frees are mostly neighbours: one request's buffers were carved
+-- in a row), so a run of neighbours costs one alloc_insert_free. The free ZSETs end as releasing
+-- one by one would leave them: every free extent merged with its neighbours.
+-- Returns the lengths released (u64; U64_ZERO for an item skipped), in items order. The caller
+-- writes the counters (alloc_flush(alloc_seg(stag))). A freed pending record leaves its
+-- bucket's index score as it was: a lower bound still.
+local function alloc_release_batch(stag, items)
+  local lens, seg = {}, alloc_seg(stag)
+  local buckets, order = {}, {}
+  for i, it in ipairs(items) do
+    lens[i] = U64_ZERO
+    if seg.ak and u64_valid(it[1]) then
+      local b, rel = alloc_bucket(it[1], seg.ak)
+      local bk = buckets[b]
+      if not bk then
+        bk = { rels = {}, at = {} }
+        buckets[b] = bk
+        order[#order + 1] = b
+      end
+      bk.rels[#bk.rels + 1] = rel
+      bk.at[#bk.at + 1] = i
+    end
   end
-  local seg = alloc_seg(stag)
-  if not seg.ak then
-    return U64_ZERO
+  local freed = {}
+  for _, b in ipairs(order) do
+    local bk, bkey = buckets[b], K.alloc(stag, b)
+    local recs = redis.call('HMGET', bkey, unpack(bk.rels))
+    local del, done = {}, {}
+    for j, rel in ipairs(bk.rels) do
+      local i, rec = bk.at[j], recs[j]
+      if rec and not done[rel] then
+        local len, rpid, ms = alloc_parse(rec)
+        if rpid == items[i][2] then
+          done[rel] = true
+          del[#del + 1], del[#del + 2] = rel, rel .. 'k'
+          lens[i] = len
+          seg.allocated = alloc_sub(seg.allocated, len) or U64_ZERO
+          seg.n = seg.n - 1
+          if ms then
+            seg.np = seg.np - 1
+          end
+          freed[#freed + 1] = { items[i][1], len }
+        end
+      end
+    end
+    if #del > 0 then
+      variadic('HDEL', bkey, del)
+      seg.dirty = true
+      if redis.call('EXISTS', bkey) == 0 then
+        redis.call('ZREM', K.alloc_index(stag), b)
+      end
+    end
   end
-  local b, rel = alloc_bucket(off, seg.ak)
-  local bkey = K.alloc(stag, b)
-  local rec = redis.call('HGET', bkey, rel)
-  if not rec then
-    return U64_ZERO
+  table.sort(freed, function(x, y) return x[1] < y[1] end) -- u64: text order is number order
+  local k = 1
+  while k <= #freed do
+    local off, len = freed[k][1], freed[k][2]
+    local stop = alloc_add(off, len)
+    k = k + 1
+    while k <= #freed and freed[k][1] == stop do
+      len = alloc_add(len, freed[k][2])
+      stop = alloc_add(off, len)
+      k = k + 1
+    end
+    alloc_insert_free(stag, off, len)
   end
-  local len, rpid, ms = alloc_parse(rec)
-  if rpid ~= pid then
-    return U64_ZERO
-  end
-  redis.call('HDEL', bkey, rel, rel .. 'k')
-  if redis.call('EXISTS', bkey) == 0 then
-    redis.call('ZREM', K.alloc_index(stag), b)
-  end
-  seg.allocated = alloc_sub(seg.allocated, len) or U64_ZERO
-  seg.n = seg.n - 1
-  if ms then
-    seg.np = seg.np - 1
-  end
-  seg.dirty = true
-  alloc_insert_free(stag, off, len)
-  return len
+  return lens
 end
 
 -- Segment batch scripts: KEYS holds the first segment anchor on a cluster (every anchor on
