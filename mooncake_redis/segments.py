@@ -24,10 +24,12 @@ from .records import u64hex
 
 @dataclass(frozen=True)
 class Usage:
-    """Allocated bytes and capacity over mounted segments."""
+    """Allocated bytes and capacity over mounted segments. ``segments``: the registered segment
+    ids it was read over (an eviction pass re-reads those between rounds, not the registry)."""
 
     allocated: int
     capacity: int
+    segments: tuple[str, ...] = ()
 
     @property
     def ratio(self) -> float:
@@ -136,10 +138,14 @@ class Segments:
         )
         return [st for st in await lua.segment_info(self.ctx, ids) if st is not None]
 
-    async def usage(self) -> Usage:
-        """Allocated bytes and capacity over the mounted segments (the one used ratio)."""
-        stats = [s for s in await self.segment_stats() if s.mounted]
-        return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats))
+    async def usage(self, segment_ids: Sequence[str] | None = None) -> Usage:
+        """Allocated bytes and capacity over the mounted segments (the one used ratio); over
+        ``segment_ids`` when given (else every registered one, the registry read first)."""
+        if segment_ids is None:
+            segment_ids = await self.allocator.segment_ids(True)
+        ids = tuple(segment_ids)
+        stats = [s for s in await self.segment_stats(ids) if s.mounted]
+        return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats), ids)
 
     async def used_ratio(self) -> float:
         return (await self.usage()).ratio

@@ -7,7 +7,7 @@ index (cross-shard unlinks, node reads) and the allocators (frees), nothing else
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from ..allocation import Allocator
@@ -24,12 +24,13 @@ class EvictionDeps(NamedTuple):
 
 
 class Goal:
-    """When a pass may stop: the used ratio back at or below ``ratio`` (re-read between rounds)
+    """When a pass may stop: the used ratio back at or below ``ratio`` (re-read between rounds,
+    over the segments the pass started with: one mounted meanwhile counts from the next pass)
     with at least ``min_free`` bytes freed; or, for ``max_objects``, that many objects evicted."""
 
     def __init__(
         self,
-        read_usage: Callable[[], Awaitable[Usage]],
+        read_usage: Callable[[Sequence[str] | None], Awaitable[Usage]],
         result: EvictionResult,
         usage: Usage,
         ratio: float,
@@ -48,7 +49,7 @@ class Goal:
         return self.usage.ratio
 
     async def refresh(self) -> None:
-        self.usage = await self.read_usage()
+        self.usage = await self.read_usage(self.usage.segments or None)
 
     def need(self) -> tuple[int, int]:
         """(bytes, objects) still to evict."""

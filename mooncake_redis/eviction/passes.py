@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from .. import lua_calls as lua
@@ -87,8 +88,8 @@ class Eviction:
         return total
 
     # -- the used ratio -----------------------------------------------------------------------
-    async def usage(self) -> Usage:
-        return await self.segments.usage()
+    async def usage(self, segment_ids: Sequence[str] | None = None) -> Usage:
+        return await self.segments.usage(segment_ids)
 
     async def redis_memory_ratio(self) -> float:
         """Redis's used_memory / maxmemory on its fullest node (0 without a maxmemory): Redis
