@@ -125,9 +125,12 @@ sys.exit(main())
                              capture_output=True, text=True, check=True)  # fmt: skip
         grind.ctl("-d", "replay")
         time.sleep(1)
-        # A figure only for a replay whose calls all succeeded and that evicted what it stored.
+        # A figure only for a replay whose reads all succeeded, whose every missing block got a
+        # put answered (at 1,000 blocks the store refuses some: 682 of 8,191 in 300 requests),
+        # and that evicted what it stored.
         [result] = json.loads(out.stdout)
-        assert result["puts_failed"] == 0 and result["reads_failed"] == 0, result
+        assert result["reads_failed"] == 0, result
+        assert result["puts_ok"] + result["puts_failed"] == result["misses"], result
         assert result["puts_ok"] > 0 and result["evicted_keys"] > 0, result
         print(tree, f"Redis instructions: {sum(grind.counts()) / 1e9:.3f} G")
         print(" ", out.stderr.strip().splitlines()[-1])
