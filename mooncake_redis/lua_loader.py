@@ -124,7 +124,7 @@ def parse(name: str, text: str, include_dir: Path) -> LuaScript:
         if section not in header:
             raise LuaLoadError(f"{name}: header lacks a {section} section")
     body = strip_comment_lines(expand("\n".join(lines[1:]), include_dir, (name,)))
-    return LuaScript(name=name, shebang=lines[0].strip(), body=body, header=header)
+    return LuaScript(name=name, shebang=lines[0].strip(), body=drop_unused(body), header=header)
 
 
 def strip_comment_lines(source: str) -> str:
@@ -135,6 +135,62 @@ def strip_comment_lines(source: str) -> str:
     return "\n".join(
         line for line in source.splitlines() if line.strip() and not line.lstrip().startswith("--")
     )
+
+
+# A top-level helper: ``local function name(`` at column 0, its body indented and closed by
+# ``end`` at column 0 (or the whole of it on that line, the next line not indented); or one of
+# keys.lua's one-line ``function K.name(...) ... end``.
+_LOCAL_FN = re.compile(r"local function ([A-Za-z_]\w*)\(")
+_KEY_FN = re.compile(r"function K\.([A-Za-z_]\w*)\(.*\bend$")
+_NAME = re.compile(r"\bK\.[A-Za-z_]\w*|\b[A-Za-z_]\w*")
+
+
+def drop_unused(source: str) -> str:
+    """The source without the include helpers it never calls. A script runs its whole chunk on
+    every call, so each helper an include defines is a closure made per call (about 25 us a
+    call for ``exist``'s 72 unused ones, measured on Redis 7.0), and Redis keeps the source of
+    every loaded script in its memory. A helper goes when its name appears nowhere outside its
+    own definition, repeated until none does (dropping one may leave another unused). Only
+    definitions in the shape above are considered; a body line at column 0 inside one is an
+    error here, not a cut in the wrong place."""
+    lines = source.split("\n")
+    while True:
+        blocks: list[tuple[str, int, int]] = []
+        i = 0
+        while i < len(lines):
+            key = _KEY_FN.match(lines[i])
+            fn = None if key else _LOCAL_FN.match(lines[i])
+            if key:
+                blocks.append((f"K.{key.group(1)}", i, i))
+            elif (
+                fn
+                and lines[i].endswith(" end")
+                and (i + 1 == len(lines) or lines[i + 1][:1] not in (" ", "\t"))
+            ):  # a one-line helper
+                blocks.append((fn.group(1), i, i))
+            elif fn:
+                j = i + 1
+                while j < len(lines) and lines[j] != "end":
+                    if lines[j][:1] not in (" ", "\t"):
+                        raise LuaLoadError(f"helper {fn.group(1)}: line {j + 1} not indented")
+                    j += 1
+                if j == len(lines):
+                    raise LuaLoadError(f"helper {fn.group(1)} has no 'end' at column 0")
+                blocks.append((fn.group(1), i, j))
+                i = j
+            i += 1
+        used: dict[str, int] = {}
+        for name in _NAME.findall(source := "\n".join(lines)):
+            used[name] = used.get(name, 0) + 1
+        unused: list[tuple[int, int]] = []
+        for name, a, b in blocks:
+            own = sum(1 for x in _NAME.findall("\n".join(lines[a : b + 1])) if x == name)
+            if used.get(name, 0) == own:
+                unused.append((a, b))
+        if not unused:
+            return source
+        gone = {k for a, b in unused for k in range(a, b + 1)}
+        lines = [line for k, line in enumerate(lines) if k not in gone]
 
 
 @cache

@@ -9,7 +9,13 @@ from redis.crc import key_slot
 
 from mooncake_redis import Config, ErrorCode, MooncakeError
 from mooncake_redis.keys import KeySchema
-from mooncake_redis.lua_loader import LuaLoadError, load_all, parse, strip_comment_lines
+from mooncake_redis.lua_loader import (
+    LuaLoadError,
+    drop_unused,
+    load_all,
+    parse,
+    strip_comment_lines,
+)
 from mooncake_redis.prefix import extract_prefix
 from tests.helpers import h
 
@@ -120,6 +126,35 @@ def test_scripts_go_to_redis_without_comment_lines() -> None:
         assert "[[" not in script.body, f"{name}: a long string; strip_comment_lines cannot tell"
     code = strip_comment_lines("-- a header\n\nlocal x = 1 -- kept: code before it\n  -- gone\n")
     assert code == "local x = 1 -- kept: code before it"
+
+
+def test_scripts_go_to_redis_without_the_helpers_they_never_call() -> None:
+    """A script's chunk runs whole on every call: each helper its includes define is a closure
+    made per call. The loader drops those the script never names (a helper named only by
+    another dropped one, or only by itself, goes too) and keeps every one it names."""
+    src = "\n".join([
+        "local function a(x)", "  return x", "end",
+        "local function b(x) return a(x) end",
+        "local function unused()", "  return 1", "end",
+        "local function only_itself(n)", "  if n > 0 then return only_itself(n - 1) end", "end",
+        "local function only_unused()", "  return 2", "end",
+        "local function caller_gone()", "  return only_unused()", "end",
+        "function K.tag(x) return x end",
+        "function K.node(x) return x end",
+        "return b(K.node(2))",
+    ])  # fmt: skip
+    assert drop_unused(src).splitlines() == [
+        "local function a(x)", "  return x", "end",
+        "local function b(x) return a(x) end",
+        "function K.node(x) return x end",
+        "return b(K.node(2))",
+    ]  # fmt: skip
+    with pytest.raises(LuaLoadError, match="not indented"):
+        drop_unused("local function e()\nreturn 1\nend\nreturn e()")
+    for name, script in load_all().items():
+        assert drop_unused(script.body) == script.body, name
+    exist = load_all()["exist"].body
+    assert "local function store_grant_leases(" in exist and "store_erase" not in exist
 
 
 def test_loader_rejects_cycles_and_missing_dedupes_repeats(tmp_path: Path) -> None:
