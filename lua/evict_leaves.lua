@@ -54,7 +54,7 @@ repeat
     local tag, shard, h, idx = e[1], e[2], e[3], e[4]
     -- One HGETALL of the node: its child count, keys, parent and the block key's object.
     local node = evict_node(tag, h)
-    local st, _, _, soft = evict_leaf_state(tag, h, now, false, node)
+    local st, held, _, soft = evict_leaf_state(tag, h, now, false, node)
     if st == 'ok' and soft and allow_soft ~= 1 then
       st = 'soft'
     end
@@ -71,7 +71,7 @@ repeat
         evicted[tag] = acc
         tags[#tags + 1] = tag
       end
-      local erased, nkeys, bytes = evict_block_leaf(tag, shard, h, node, frees, acc[3], mine)
+      local erased, nkeys, bytes = evict_block_leaf(tag, shard, h, node, held, frees, acc[3], mine)
       if not erased then
         erased, nkeys, bytes = evict_leaf(tag, shard, h, mine, frees, node.keys)
       end

@@ -179,8 +179,9 @@ def drop_unused(source: str) -> str:
                 blocks.append((fn.group(1), i, j))
                 i = j
             i += 1
+        text = "\n".join(lines)
         used: dict[str, int] = {}
-        for name in _NAME.findall(source := "\n".join(lines)):
+        for name in _NAME.findall(text):
             used[name] = used.get(name, 0) + 1
         unused: list[tuple[int, int]] = []
         for name, a, b in blocks:
@@ -188,7 +189,7 @@ def drop_unused(source: str) -> str:
             if used.get(name, 0) == own:
                 unused.append((a, b))
         if not unused:
-            return source
+            return text
         gone = {k for a, b in unused for k in range(a, b + 1)}
         lines = [line for k, line in enumerate(lines) if k not in gone]
 

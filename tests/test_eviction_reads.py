@@ -30,14 +30,18 @@ from tests.helpers import h
 _runtime: Any = None
 
 
-def _dec_add() -> Any:
-    """u64.lua's dec_add in a Lua 5.1 runtime, as Redis runs it (u64.lua needs nothing)."""
+def _u64_lua(name: str) -> Any:
+    """A function of u64.lua in a Lua 5.1 runtime, as Redis runs it (u64.lua needs nothing)."""
     global _runtime
     if _runtime is None:
         lua51 = getattr(lupa, "lua51", None)
         _runtime = (lua51.LuaRuntime if lua51 else lupa.LuaRuntime)(encoding=None)
     src = (lua_dir() / "includes" / "u64.lua").read_text()
-    return _runtime.execute(src + "\nreturn dec_add")
+    return _runtime.execute(src + f"\nreturn {name}")
+
+
+def _dec_add() -> Any:
+    return _u64_lua("dec_add")
 
 
 digits = st.integers(min_value=0, max_value=10**25).map(str)
@@ -48,6 +52,13 @@ def test_dec_add_adds_exactly_on_both_paths(a: str, b: str) -> None:
     got = _dec_add()(a.encode(), b.encode())
     assert int(got) == int(a) + int(b)
     assert got == str(int(a) + int(b)).encode()
+
+
+@given(digits, digits)
+def test_dec_sub_subtracts_floored_at_zero_on_both_paths(a: str, b: str) -> None:
+    """max(a - b, 0): as numbers up to 15 digits each (evict_flush's counters), in digits past."""
+    got = _u64_lua("dec_sub")(a.encode(), b.encode())
+    assert got == str(max(int(a) - int(b), 0)).encode()
 
 
 def test_node_parent_hash_reads_what_node_parent_field_writes() -> None:

@@ -203,10 +203,8 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
   local st = radix_tier_state(tag)
   if not z then
     -- not in the index (a parent read ahead): the score it will get there (radix_leaf_score)
-    if node and st then
-      z = string.format('%.17g', radix_tier_score(st, f[5], f[2], f[6]))
-    elseif node then
-      z = string.format('%.17g', tonumber(f[1]) or 0)
+    if node then
+      z = string.format('%.17g', radix_score_of(st, f[1], f[5], f[2], f[6]))
     else
       z = string.format('%.17g', radix_leaf_score(tag, h))
     end
@@ -267,9 +265,10 @@ end
 -- steps (store_erase, radix_remove_key, radix_collapse), with the same result: the replicas'
 -- frees (to frees and acc.outbox), the shard counters and the index removals deferred to acc,
 -- then the edge from the parent (radix_unlink_parent; a parent in this shard collapses on).
--- Returns false when h is not such a leaf (the caller takes the general path), else the
--- erased keys, the keys unregistered (1) and the bytes freed (decimal string).
-local function evict_block_leaf(tag, shard, h, node, frees, acc, conts)
+-- bytes: what evict_leaf_state found the leaf holds (its one object's replicas). Returns false
+-- when h is not such a leaf (the caller takes the general path), else the erased keys, the
+-- keys unregistered (1) and bytes.
+local function evict_block_leaf(tag, shard, h, node, bytes, frees, acc, conts)
   local v = node.vals
   if node.nc ~= 0 or node.ne ~= 0 or #node.keys ~= 1 or node.keys[1] ~= h or not v[F.obj.put_id]
       or not v[F.obj.radix] or v[F.obj.prefix] or v[F.obj.prefix_len] then
@@ -291,7 +290,6 @@ local function evict_block_leaf(tag, shard, h, node, frees, acc, conts)
   acc.objects, acc.nodes = acc.objects + 1, acc.nodes + 1
   acc.size = dec_add(acc.size, v[F.obj.size] or '0')
   acc.gone[#acc.gone + 1] = h
-  local _, bytes = evict_record(v[F.obj.replicas])
   local p = radix_unlink_parent(tag, shard, h,
     { v[F.node.parent] or false, v[F.node.parent_shard] or false, v[F.node.link_gen] or false, v[F.node.created_ms] }, conts)
   if p then
@@ -303,15 +301,6 @@ end
 -- The shard counters an eviction call changes, as evict_flush reads and writes them.
 local EVICT_COUNTERS = { F.stats.objects, F.stats.rkeys, F.stats.nodes, F.stats.bytes,
   F.stats.evicted_keys, 'evicted_bytes' }
-
--- a - b for decimal strings, floored at 0 (dec_sub), as numbers when both fit exactly.
-local function evict_dec_sub(a, b)
-  if #a <= 15 and #b <= 15 then
-    local x = tonumber(a) - tonumber(b)
-    return x > 0 and string.format('%d', x) or '0'
-  end
-  return dec_sub(a, b)
-end
 
 -- Writes one shard's deferrals at the end of an eviction call: acc (evict_block_leaf's: the
 -- object, key and node counters, the lru / processing / leaves / orphans removals, the outbox
@@ -326,7 +315,7 @@ local function evict_flush(tag, acc, keys, bytes)
     w[1], w[2] = EVICT_COUNTERS[1], string.format('%d', (tonumber(c[1]) or 0) - acc.objects)
     w[3], w[4] = EVICT_COUNTERS[2], string.format('%d', (tonumber(c[2]) or 0) - acc.objects)
     w[5], w[6] = EVICT_COUNTERS[3], string.format('%d', (tonumber(c[3]) or 0) - acc.nodes)
-    w[7], w[8] = EVICT_COUNTERS[4], evict_dec_sub(c[4] or '0', acc.size)
+    w[7], w[8] = EVICT_COUNTERS[4], dec_sub(c[4] or '0', acc.size)
     n = 8
   end
   if keys > 0 then

@@ -267,6 +267,15 @@ local function radix_tier_score(st, stamp, hits, exposed)
   return (tonumber(stamp) or 0) + (st.off[tier] or 0) * st.turnover
 end
 
+-- The leaf index score of a node from its fields as a caller read them (strings or false):
+-- score s unless the shard is tiered (st: radix_tier_state), else radix_tier_score.
+local function radix_score_of(st, score, stamp, hits, exposed)
+  if st then
+    return radix_tier_score(st, stamp, hits, exposed)
+  end
+  return tonumber(score) or 0
+end
+
 -- The leaf index score of node h, for every index event: s (the newest lease timeout) unless
 -- tiered; tiered: stamp k + the protection of the node's tier x T, tier found (h > 0), exposed
 -- (x), fresh. A bonus over the stamp, bounded by the largest protection.
@@ -623,8 +632,7 @@ local function radix_drop_edge(tag, p, c, gen)
     return 2
   end
   if nk > 0 and nc == 0 then -- radix_zadd_leaf, from the fields just read
-    local st = radix_tier_state(tag)
-    local z = st and radix_tier_score(st, f[6], f[7], f[8]) or tonumber(f[5]) or 0
+    local z = radix_score_of(radix_tier_state(tag), f[5], f[6], f[7], f[8])
     redis.call('ZADD', K.leaves(tag), string.format('%.17g', z), p)
   else
     redis.call('ZREM', K.leaves(tag), p)

@@ -172,8 +172,12 @@ local function dec_lt(a, b)
   return a < b
 end
 
--- max(a - b, 0).
+-- max(a - b, 0). Strings of at most 15 digits subtract as numbers (exact), as dec_add adds.
 local function dec_sub(a, b)
+  if #a <= 15 and #b <= 15 then
+    local x = tonumber(a) - tonumber(b)
+    return x > 0 and string.format('%d', x) or '0'
+  end
   if dec_lt(a, b) then
     return '0'
   end
