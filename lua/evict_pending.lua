@@ -4,14 +4,35 @@
 -- outbox and the orphan roots. A pass runs the unlink journal, the outbox drain and the orphan
 -- phase only where a count is not 0 (each of them reads nothing but those keys).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: group count, then per group: anchor, shard index, 0.
+-- ARGV: head: one read (1: a single Redis, where one command may name keys of every slot; 0:
+--       a cluster node); then group count, then per group: anchor, shard index, 0.
 -- Returns: per group: {unlinks (LLEN), outbox (LLEN), orphans (ZCARD)}.
 -- Errors: none.
 -- Idempotent: yes.
 --!include common.lua
 
+local one = argn() == 1
 local out = {}
-each_group(function(tag, shard, n)
+local tags = {}
+each_group(function(tag)
+  tags[#tags + 1] = tag
+end)
+-- On a single Redis, one EXISTS over every shard's three keys is the whole read when nothing is
+-- pending anywhere (the common case: a pass drains what it journals); a call with something
+-- pending reads shard by shard below.
+if one then
+  local keys = {}
+  for _, tag in ipairs(tags) do
+    keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K.unlinks(tag), K.outbox(tag), K.orphans(tag)
+  end
+  if #keys > 0 and redis.call('EXISTS', unpack(keys)) == 0 then
+    for i = 1, #tags do
+      out[i] = { 0, 0, 0 }
+    end
+    return out
+  end
+end
+for _, tag in ipairs(tags) do
   -- Empty lists and sets do not exist: one EXISTS over the shard's three keys (one slot) is
   -- the whole read of a shard with nothing pending, the common case.
   if redis.call('EXISTS', K.unlinks(tag), K.outbox(tag), K.orphans(tag)) == 0 then
@@ -23,5 +44,5 @@ each_group(function(tag, shard, n)
       redis.call('ZCARD', K.orphans(tag)),
     })
   end
-end)
+end
 return out

@@ -165,9 +165,11 @@ class Pending(NamedTuple):
 
 
 async def evict_pending(ctx: Context) -> Pending:
-    """``evict_pending``: the unlink journal, outbox and orphan index sizes over every shard."""
+    """``evict_pending``: the unlink journal, outbox and orphan index sizes over every shard
+    (on a single Redis, one ``EXISTS`` of all their keys when none holds anything)."""
     unlinks = outbox = orphans = 0
-    for _idx, reply in await ctx.run_sharded("evict_pending", _all_shards(ctx)):
+    one = "0" if ctx.backend.cluster else "1"
+    for _idx, reply in await ctx.run_sharded("evict_pending", _all_shards(ctx), [one]):
         for u, o, r in reply:
             unlinks, outbox, orphans = unlinks + int(u), outbox + int(o), orphans + int(r)
     return Pending(unlinks, outbox, orphans)
