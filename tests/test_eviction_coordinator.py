@@ -68,6 +68,10 @@ async def test_epochs_stay_monotonic_when_redis_restarts_empty(make_service: Any
     await a.backend.command("DEL", *ns_keys[:1])
     for anchor in ns_keys[1:]:
         await a.backend.command("HDEL", anchor, "fence")
+    # A restart takes longer than a millisecond; these deletes may not (an epoch acquired in
+    # the same Redis millisecond as the old one would equal it).
+    while await a.backend.time_ms() <= old:
+        await asyncio.sleep(0.001)
     assert await lb.acquire()
     assert lb.epoch > old
     fences = [await a.backend.command("HGET", k, "fence") for k in a.keys.all_anchors()]
