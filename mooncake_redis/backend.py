@@ -10,6 +10,8 @@ RPC_FAIL, out of memory is NO_AVAILABLE_HANDLE (HTTP 507). A connection lost mid
 Redis restart every pooled connection is dead) drops the idle connections and resends the call
 once when the step is idempotent (its header says so, or it writes nothing). A write on a
 connection the server reset is a lost connection too, on every event loop (:func:`lost_transport`).
+On a single Redis over plain TCP the scripts share one multiplexed connection
+(:mod:`.script_channel`): the round trips are most of a worker's Python side.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from .connections import (
 )
 from .errors import ErrorCode, MooncakeError
 from .lua_loader import LuaScript, load_all
+from .script_channel import ScriptChannel
 
 T = TypeVar("T")
 _FAKE_SERVERS: dict[str, Any] = {}
@@ -163,8 +166,19 @@ class EmbeddedTcpServer:
 class Backend:
     """One Redis deployment as the service sees it."""
 
-    def __init__(self, client: Any, *, cluster: bool, fake: bool, url: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        cluster: bool,
+        fake: bool,
+        url: str,
+        channel: ScriptChannel | None = None,
+    ) -> None:
         self.client = client
+        # The scripts' one multiplexed connection (plain TCP to a single Redis), else None:
+        # they go through the client's pool like every other command.
+        self.channel = channel
         self.cluster = cluster
         self.fake = fake
         self.url = url
@@ -204,7 +218,20 @@ class Backend:
             pool = aioredis.ConnectionPool.from_url(url, **opts)
             # TLS keeps redis-py's packing (FastConnection is a TCP connection), unix too.
             pool.connection_class = FastConnection if scheme == "redis" else TlsConnection
-            return cls(aioredis.Redis(connection_pool=pool), cluster=False, fake=False, url=url)
+            standalone = aioredis.Redis(connection_pool=pool)
+            kw = pool.connection_kwargs
+            channel = None
+            if scheme == "redis" and kw.get("socket_timeout") is None:
+                channel = ScriptChannel(
+                    kw.get("host", "localhost"),
+                    int(kw.get("port", 6379)),
+                    db=int(kw.get("db", 0) or 0),
+                    username=kw.get("username"),
+                    password=kw.get("password"),
+                    client_name=kw.get("client_name"),
+                    connect_timeout=kw.get("socket_connect_timeout"),
+                )
+            return cls(standalone, cluster=False, fake=False, url=url, channel=channel)
         if scheme == "unix":
             unix = aioredis.from_url(url, **opts)
             unix.connection_pool.connection_class = UnixConnection
@@ -219,6 +246,8 @@ class Backend:
             await self.client.initialize()
 
     async def aclose(self) -> None:
+        if self.channel is not None:
+            await self.channel.aclose()
         await self.client.aclose()
 
     # -- scripts ----------------------------------------------------------------------------
@@ -237,16 +266,14 @@ class Backend:
         if self.cluster:
             extra["target_nodes"] = node if node is not None else self.node_of(keys[0])
 
+        send = self.channel.execute if self.channel is not None else self.client.execute_command
+
         async def run() -> Any:
             try:
-                return await self.client.execute_command(
-                    "EVALSHA", sha, len(keys), *keys, *args, **extra
-                )
+                return await send("EVALSHA", sha, len(keys), *keys, *args, **extra)
             except NoScriptError:
                 src = script.source(self._with_shebang)
-                return await self.client.execute_command(
-                    "EVAL", src, len(keys), *keys, *args, **extra
-                )
+                return await send("EVAL", src, len(keys), *keys, *args, **extra)
 
         return await self._mapped(name, run, script.idempotent, extra.get("target_nodes"))
 
@@ -317,6 +344,8 @@ class Backend:
                 for n in nodes:
                     await drop_idle_on_node(n)
             elif not self.fake:
+                if self.channel is not None:
+                    self.channel.drop_if_idle()
                 await drop_idle(self.client.connection_pool)
 
     async def load_scripts(self) -> None:
