@@ -140,10 +140,12 @@ def strip_comment_lines(source: str) -> str:
 
 # A top-level helper: ``local function name(`` at column 0, its body indented and closed by
 # ``end`` at column 0 (or the whole of it on that line, the next line not indented); or one of
-# keys.lua's one-line ``function K.name(...) ... end``.
+# keys.lua's one-line ``function K.name(...) ... end``; or a one-line constant of errors.lua
+# (``E.NAME = -705``) or fields.lua (``F.group = { ... }``): tables built on every call too.
 _LOCAL_FN = re.compile(r"local function ([A-Za-z_]\w*)\(")
 _KEY_FN = re.compile(r"function K\.([A-Za-z_]\w*)\(.*\bend$")
-_NAME = re.compile(r"\bK\.[A-Za-z_]\w*|\b[A-Za-z_]\w*")
+_CONST = re.compile(r"(E\.[A-Z_][A-Z0-9_]*) = -?\d+$|(F\.[a-z_]+) = \{.*\}$")
+_NAME = re.compile(r"\b[KEF]\.[A-Za-z_]\w*|\b[A-Za-z_]\w*")
 
 
 @cache
@@ -166,9 +168,12 @@ def drop_unused(source: str) -> str:
     i = 0
     while i < len(lines):
         key = _KEY_FN.match(lines[i])
-        fn = None if key else _LOCAL_FN.match(lines[i])
+        const = None if key else _CONST.match(lines[i])
+        fn = None if key or const else _LOCAL_FN.match(lines[i])
         if key:
             blocks.append((f"K.{key.group(1)}", i, i))
+        elif const:
+            blocks.append((const.group(1) or const.group(2), i, i))
         elif (
             fn
             and lines[i].endswith(" end")

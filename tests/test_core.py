@@ -130,8 +130,9 @@ def test_scripts_go_to_redis_without_comment_lines() -> None:
 
 def test_scripts_go_to_redis_without_the_helpers_they_never_call() -> None:
     """A script's chunk runs whole on every call: each helper its includes define is a closure
-    made per call. The loader drops those the script never names (a helper named only by
-    another dropped one, or only by itself, goes too) and keeps every one it names."""
+    made per call, and so is each error code and field table. The loader drops those the script
+    never names (a helper named only by another dropped one, or only by itself, goes too) and
+    keeps every one it names."""
     src = "\n".join([
         "local function a(x)", "  return x", "end",
         "local function b(x) return a(x) end",
@@ -141,13 +142,17 @@ def test_scripts_go_to_redis_without_the_helpers_they_never_call() -> None:
         "local function caller_gone()", "  return only_unused()", "end",
         "function K.tag(x) return x end",
         "function K.node(x) return x end",
-        "return b(K.node(2))",
+        "local E = {}", "E.OK = 0", "E.GONE = -705",
+        "local F = {}", "F.obj = { a = 'a' }", "F.node = { b = 'b' }",
+        "return b(K.node(2)), E.OK, F.obj.a",
     ])  # fmt: skip
     assert drop_unused(src).splitlines() == [
         "local function a(x)", "  return x", "end",
         "local function b(x) return a(x) end",
         "function K.node(x) return x end",
-        "return b(K.node(2))",
+        "local E = {}", "E.OK = 0",
+        "local F = {}", "F.obj = { a = 'a' }",
+        "return b(K.node(2)), E.OK, F.obj.a",
     ]  # fmt: skip
     with pytest.raises(LuaLoadError, match="not indented"):
         drop_unused("local function e()\nreturn 1\nend\nreturn e()")
