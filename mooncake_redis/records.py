@@ -177,6 +177,8 @@ def node_parent_hash(raw: Any) -> str:
     """The parent hash a node's field ``p`` holds (``keys.node_parent_field``), as the eviction
     reads return it: the owner form of :func:`alloc_owner_key` ('' for none), decoded here, not
     per row in Lua."""
+    if type(raw) is bytes and len(raw) == 33 and raw[0] == 62:  # '>' + 32 bytes: the usual
+        return raw[1:].hex()
     return alloc_owner_key(raw) if raw else ""
 
 
