@@ -1,4 +1,5 @@
-"""Redis round trips per call, counted with a wrapper around the client's execute_command.
+"""Redis round trips per call, counted with a wrapper around the client's execute_command
+(and the scripts' channel's, bench.common.CommandCounter).
 
 ``commands`` is every command sent; ``waves`` counts the sequential steps (a wave starts when a
 command is sent while none is in flight), which is what a caller waits for. The figures are
@@ -7,40 +8,14 @@ printed (pytest -s) and bounded here; docs/store.md quotes them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mooncake_redis import MasterService
+from mooncake_redis.bench.common import CommandCounter
 from mooncake_redis.models import ReplicateConfig, Segment
 from tests.helpers import h
 
 C = "client-rt"
-
-
-class Counter:
-    def __init__(self, svc: MasterService) -> None:
-        self.commands = 0
-        self.waves = 0
-        self.in_flight = 0
-        client = svc.backend.client
-        original = client.execute_command
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            if self.in_flight == 0:
-                self.waves += 1
-            self.in_flight += 1
-            self.commands += 1
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                self.in_flight -= 1
-
-        client.execute_command = counted
-
-    async def measure(self, fn: Callable[[], Awaitable[Any]]) -> tuple[int, int]:
-        self.commands = self.waves = 0
-        await fn()
-        return self.commands, self.waves
 
 
 async def test_round_trips(make_service: Any, backend_url: str) -> None:
@@ -50,7 +25,7 @@ async def test_round_trips(make_service: Any, backend_url: str) -> None:
     for i in range(3):
         await svc.mount_segment(Segment(f"s{i}", f"s{i}", (i + 1) << 40, 64 << 20), C)
     await svc.backend.load_scripts()  # EVALSHA hits, as on a warm worker
-    cnt = Counter(svc)
+    cnt = CommandCounter(svc)
     await svc.allocator.segment_ids()  # warm the registry cache (refreshed every 0.5 s)
     rows: dict[str, tuple[int, int]] = {}
     rows["put_start"] = await cnt.measure(lambda: svc.put_start(C, "k1", [4096]))

@@ -71,15 +71,20 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
 
 
 class CommandCounter:
-    """Counts commands sent and sequential waves (what a caller waits for) on one service."""
+    """Counts commands sent and sequential waves (what a caller waits for) on one service: the
+    client's commands and, on a single Redis over TCP, the scripts' channel's."""
 
     def __init__(self, svc: MasterService) -> None:
         self.commands = 0
         self.waves = 0
         self._in_flight = 0
         client = svc.backend.client
-        original = client.execute_command
+        client.execute_command = self._counted(client.execute_command)
+        channel = svc.backend.channel
+        if channel is not None:
+            channel.execute = self._counted(channel.execute)  # type: ignore[method-assign,assignment]
 
+    def _counted(self, original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def counted(*args: Any, **kwargs: Any) -> Any:
             if self._in_flight == 0:
                 self.waves += 1
@@ -90,7 +95,7 @@ class CommandCounter:
             finally:
                 self._in_flight -= 1
 
-        client.execute_command = counted
+        return counted
 
     async def measure(self, fn: Callable[[], Awaitable[Any]]) -> tuple[int, int]:
         self.commands = self.waves = 0
