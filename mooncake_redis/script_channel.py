@@ -147,10 +147,13 @@ class ScriptChannel:
             )
         except asyncio.TimeoutError as exc:
             raise RedisTimeoutError(f"Timeout connecting to {self.host}:{self.port}.") from exc
-        except OSError as exc:
-            raise RedisConnectionError(
-                f"Error {exc.errno} connecting to {self.host}:{self.port}. {exc.strerror}."
-            ) from exc
+        except OSError as exc:  # worded as redis-py words it
+            where = f"{self.host}:{self.port}"
+            if len(exc.args) == 1:
+                msg = f"Error connecting to {where}. {exc.args[0]}."
+            else:
+                msg = f"Error {exc.args[0]} connecting to {where}. {exc.args[1]}."
+            raise RedisConnectionError(msg) from exc
         try:
             if self.password is not None:
                 auth = (self.username, self.password) if self.username else (self.password,)
