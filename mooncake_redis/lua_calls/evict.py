@@ -269,13 +269,16 @@ async def evict_ancestors(
 ) -> list[list[AncestorRow]]:
     """``evict_ancestors``: per (node, shard, depth) the chain read upward from the node."""
     replies = await ctx.run_sharded_items("evict_ancestors", [(ps, [p, d]) for p, ps, d in starts])
-    return [
-        [
-            AncestorRow(_s(st), int(ch), int(sh), _leaf(row) if _s(st) == "ok" else None)
-            for st, ch, sh, row in chain
-        ]
-        for chain in replies
-    ]
+    out = []
+    for chain in replies:
+        rows = []
+        for st, ch, sh, row in chain:
+            status = st.decode() if type(st) is bytes else _s(st)
+            rows.append(
+                AncestorRow(status, int(ch), int(sh), _leaf(row) if status == "ok" else None)
+            )
+        out.append(rows)
+    return out
 
 
 def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall]:
