@@ -221,7 +221,11 @@ class Backend:
             standalone = aioredis.Redis(connection_pool=pool)
             kw = pool.connection_kwargs
             channel = None
-            if scheme == "redis" and kw.get("socket_timeout") is None:
+            if (
+                scheme == "redis"
+                and kw.get("socket_timeout") is None
+                and not opts["decode_responses"]
+            ):
                 channel = ScriptChannel(
                     kw.get("host", "localhost"),
                     int(kw.get("port", 6379)),

@@ -18,8 +18,9 @@ worker's or a replay's Python side is mostly those round trips, so the scripts t
 - Connections are per event loop: a call from another loop (a new ``asyncio.run``) connects anew.
 
 Only plain TCP without a socket timeout takes it (``Backend.from_url``): TLS, unix sockets, a
-cluster and a configured ``socket_timeout`` keep redis-py's connections, as every plain command,
-pipeline and INFO read does.
+cluster, a configured ``socket_timeout`` and decoded replies keep redis-py's connections, as
+every plain command, pipeline and INFO read does. A cluster would need redis-py's own handling
+of a failed node (its slot map refreshed, its connections marked) beside each node's channel.
 """
 
 from __future__ import annotations

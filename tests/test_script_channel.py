@@ -224,4 +224,5 @@ def test_a_socket_timeout_keeps_the_pool(redis_url: str) -> None:
     sep = "&" if "?" in redis_url else "?"
     assert Backend.from_url(f"{redis_url}{sep}socket_timeout=5").channel is None
     assert Backend.from_url(redis_url).channel is not None
+    assert Backend.from_url(redis_url, decode_responses=True).channel is None  # str replies
     assert Backend.from_url("fakeredis://x").channel is None
