@@ -23,45 +23,29 @@ from mooncake_redis.errors import ErrorCode, MooncakeError
 from mooncake_redis.lua_loader import LuaScript
 from tests.servers import RedisProcess, free_port
 
-ECHO = LuaScript(
-    name="t_echo",
-    shebang="#!lua flags=no-writes",
-    body="return {KEYS[1], ARGV[1]}",
-    header="KEYS: k\nARGV: v\nReturns: both",
-)
-SLOW = LuaScript(
-    name="t_slow",
-    shebang="#!lua flags=no-writes",
-    body="local t = redis.call('TIME')\n"
-    "local stop = tonumber(t[1]) * 1e6 + tonumber(t[2]) + tonumber(ARGV[1])\n"
-    "repeat t = redis.call('TIME') until tonumber(t[1]) * 1e6 + tonumber(t[2]) >= stop\n"
-    "return ARGV[2]",
-    header="KEYS: k\nARGV: us, v\nReturns: v",
-)
-WRITE = LuaScript(
-    name="t_write",
-    shebang="#!lua",
-    body="return redis.call('INCR', KEYS[1])",
-    header="KEYS: k\nARGV: none\nReturns: the count",
-)
-SET = LuaScript(
-    name="t_set",
-    shebang="#!lua",
-    body="return redis.call('SET', KEYS[1], ARGV[1])",
-    header="KEYS: k\nARGV: v\nReturns: OK\nIdempotent: yes",
-)
-FAIL = LuaScript(
-    name="t_fail",
-    shebang="#!lua flags=no-writes",
-    body="return redis.error_reply('ERR t_fail said no')",
-    header="KEYS: k\nARGV: none\nReturns: an error",
-)
+# Test scripts: (name, shebang, body, header); the header's "Idempotent: yes" allows a resend.
+_SCRIPTS = [
+    ("t_echo", "#!lua flags=no-writes", "return {KEYS[1], ARGV[1]}", "Returns: both"),
+    (
+        "t_slow",
+        "#!lua flags=no-writes",
+        "local t = redis.call('TIME')\n"
+        "local stop = tonumber(t[1]) * 1e6 + tonumber(t[2]) + tonumber(ARGV[1])\n"
+        "repeat t = redis.call('TIME') until tonumber(t[1]) * 1e6 + tonumber(t[2]) >= stop\n"
+        "return ARGV[2]",
+        "Returns: ARGV[2] after ARGV[1] us",
+    ),
+    ("t_write", "#!lua", "return redis.call('INCR', KEYS[1])", "Returns: the count"),
+    ("t_set", "#!lua", "return redis.call('SET', KEYS[1], ARGV[1])", "Idempotent: yes"),
+    ("t_fail", "#!lua flags=no-writes", "return redis.error_reply('ERR t_fail said no')", ""),
+]
+SCRIPTS = {n: LuaScript(name=n, shebang=sb, body=b, header=h) for n, sb, b, h in _SCRIPTS}
+ECHO = SCRIPTS["t_echo"]
 
 
 def _backend(url: str) -> Backend:
     backend = Backend.from_url(url)
-    for s in (ECHO, SLOW, WRITE, SET, FAIL):
-        backend.scripts[s.name] = s
+    backend.scripts.update(SCRIPTS)
     return backend
 
 
