@@ -167,6 +167,8 @@ def alloc_owner_key(raw: Any) -> str:
     """The key an owner field (:func:`alloc_owner`) names."""
     b = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")
     if b[:1] == b">" and len(b) >= 33:
+        if len(b) == 33:  # a block hash alone (every node's parent field): no tail to decode
+            return b[1:].hex()
         return b[1:33].hex() + b[33:].decode("utf-8", "surrogatepass")
     if b[:1] == b"<":
         return b[1:].decode("utf-8", "surrogatepass")
@@ -177,8 +179,6 @@ def node_parent_hash(raw: Any) -> str:
     """The parent hash a node's field ``p`` holds (``keys.node_parent_field``), as the eviction
     reads return it: the owner form of :func:`alloc_owner_key` ('' for none), decoded here, not
     per row in Lua."""
-    if type(raw) is bytes and len(raw) == 33 and raw[0] == 62:  # '>' + 32 bytes: the usual
-        return raw[1:].hex()
     return alloc_owner_key(raw) if raw else ""
 
 

@@ -203,16 +203,16 @@ async def evict_candidates(
             leaves = [_leaf(r) for r in rows] if rows else []
             # A pass reads every shard's group, most with no rows: decoded inline (bulk
             # strings come back as bytes; _s per value was a third of this loop's time).
-            peek = (ps.decode(), pm.decode()) if ps and type(ps) is bytes else None
-            if peek is None and ps:
-                peek = (_s(ps), _s(pm))
+            peek = None
+            if ps:
+                peek = (ps.decode(), pm.decode()) if type(ps) is bytes else (_s(ps), _s(pm))
             out.append(
                 Window(
                     items[i][0],
                     leaves,
                     cs.decode() if type(cs) is bytes else _s(cs),
                     cm.decode() if type(cm) is bytes else _s(cm),
-                    exhausted == 1 or exhausted == b"1",
+                    bool(int(exhausted)),
                     skipped,
                     peek,
                 )
