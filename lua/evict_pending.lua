@@ -5,8 +5,10 @@
 -- phase only where a count is not 0 (each of them reads nothing but those keys).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: one read (1: a single Redis, where one command may name keys of every slot; 0:
---       a cluster node); then group count, then per group: anchor, shard index, 0.
--- Returns: per group: {unlinks (LLEN), outbox (LLEN), orphans (ZCARD)}.
+--       a cluster node); then the groups: count, then per group: anchor, shard index, 0 (or
+--       their compact form: '*', shard 0's anchor, shard count, 0; common.lua each_group).
+-- Returns: per group: {unlinks (LLEN), outbox (LLEN), orphans (ZCARD)}; {} when one read
+--          found nothing pending in any shard.
 -- Errors: none.
 -- Idempotent: yes.
 --!include common.lua
@@ -26,9 +28,6 @@ if one then
     keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K.unlinks(tag), K.outbox(tag), K.orphans(tag)
   end
   if #keys > 0 and redis.call('EXISTS', unpack(keys)) == 0 then
-    for i = 1, #tags do
-      out[i] = { 0, 0, 0 }
-    end
     return out
   end
 end

@@ -138,6 +138,21 @@ class Context:
 
         return await self._run_groups(script, by_shard, flat, head)
 
+    async def run_every_shard(
+        self, script: str, head: Sequence[Any] = (), values: Sequence[Any] = ()
+    ) -> list[tuple[list[int], Any]]:
+        """:meth:`run_sharded` with the same ``values`` (one item's, or none) for every shard, in
+        shard order: on a single Redis whose shards fit one call, in the compact form that names
+        shard 0 and the count (common.lua ``each_group``), else one group per shard."""
+        n = self.keys.num_shards
+        if self.backend.cluster or n > self.config.script_batch_size:
+            return await self.run_sharded(script, [(sh, values) for sh in range(n)], head)
+        count = 1 if values else 0
+        reply = await self.backend.call(
+            script, self._anchors[:1], [*head, "*", self._anchors[0], n, count, *values]
+        )
+        return [(list(range(n)), reply)]
+
     async def run_sharded_keys(
         self, script: str, keys: Sequence[str], head: Sequence[Any] = (), *extra: Any
     ) -> list[Any]:

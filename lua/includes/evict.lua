@@ -13,11 +13,7 @@
 -- (each item = `width` ARGV values).
 local function evict_groups(width)
   local out = {}
-  local groups = argn()
-  for g = 1, groups do
-    local anchor = arg()
-    local shard = argn()
-    local n = argn()
+  each_group(function(tag, shard, n)
     local items = {}
     for i = 1, n do
       local it = {}
@@ -26,8 +22,8 @@ local function evict_groups(width)
       end
       items[i] = it
     end
-    out[g] = { tag = K.tag(anchor), shard = shard, items = items }
-  end
+    out[#out + 1] = { tag = tag, shard = shard, items = items }
+  end)
   return out
 end
 

@@ -102,13 +102,9 @@ class FencedCall(NamedTuple):
     journal: Journal
 
 
-def _all_shards(ctx: Context) -> list[ShardItem]:
-    return [(sh, []) for sh in range(ctx.keys.num_shards)]
-
-
 async def evict_fence(ctx: Context, epoch: int) -> None:
     """``evict_fence``: every shard's fence up to ``epoch``."""
-    await ctx.run_sharded("evict_fence", _all_shards(ctx), [epoch])
+    await ctx.run_every_shard("evict_fence", [epoch])
 
 
 async def evict_publish(ctx: Context, fence: Fence, turnover: int | None, evicted: int) -> bool:
@@ -116,27 +112,24 @@ async def evict_publish(ctx: Context, fence: Fence, turnover: int | None, evicte
     when fenced. ``turnover`` None: the script sums the nodes counters itself, which only a
     caller whose shards all go in one call may ask (standalone, shards <= script_batch_size)."""
     head = [*fence, "" if turnover is None else turnover, evicted]
-    replies = await ctx.run_sharded("evict_publish", _all_shards(ctx), head)
+    replies = await ctx.run_every_shard("evict_publish", head)
     return all(int(r) == 1 for _, r in replies)
 
 
 async def radix_policy(ctx: Context, offsets: str) -> int:
     """``radix_policy``: records the tier protections ('' = not tiered) in every shard,
     rescoring the leaves of a shard whose scoring changed; returns the leaves rescored."""
-    return sum(
-        int(r) for _, r in await ctx.run_sharded("radix_policy", _all_shards(ctx), [offsets])
-    )
+    return sum(int(r) for _, r in await ctx.run_every_shard("radix_policy", [offsets]))
 
 
 async def evict_unlinks_peek(ctx: Context) -> Journal:
     """``evict_unlinks_peek``: journaled unlink steps an evictor left undone."""
-    items = _all_shards(ctx)
     journal: Journal = []
-    for idx, reply in await ctx.run_sharded(
-        "evict_unlinks_peek", items, [ctx.config.script_batch_size]
+    for idx, reply in await ctx.run_every_shard(
+        "evict_unlinks_peek", [ctx.config.script_batch_size]
     ):
-        for i, entries in zip(idx, reply):
-            journal.extend((items[i][0], _s(e)) for e in entries)
+        for shard, entries in zip(idx, reply):
+            journal.extend((shard, _s(e)) for e in entries)
     return journal
 
 
@@ -148,11 +141,10 @@ async def evict_unlinks_ack(ctx: Context, journal: Journal) -> None:
 
 async def evict_counts(ctx: Context) -> dict[int, int]:
     """``evict_counts``: objects per shard."""
-    items = _all_shards(ctx)
     out: dict[int, int] = {}
-    for idx, (_now, groups) in await ctx.run_sharded("evict_counts", items):
-        for i, (objects, _expired) in zip(idx, groups):
-            out[items[i][0]] = int(objects)
+    for idx, (_now, groups) in await ctx.run_every_shard("evict_counts"):
+        for shard, (objects, _expired) in zip(idx, groups):
+            out[shard] = int(objects)
     return out
 
 
@@ -169,7 +161,7 @@ async def evict_pending(ctx: Context) -> Pending:
     (on a single Redis, one ``EXISTS`` of all their keys when none holds anything)."""
     unlinks = outbox = orphans = 0
     one = "0" if ctx.backend.cluster else "1"
-    for _idx, reply in await ctx.run_sharded("evict_pending", _all_shards(ctx), [one]):
+    for _idx, reply in await ctx.run_every_shard("evict_pending", [one]):
         for u, o, r in reply:
             unlinks, outbox, orphans = unlinks + int(u), outbox + int(o), orphans + int(r)
     return Pending(unlinks, outbox, orphans)
@@ -177,12 +169,11 @@ async def evict_pending(ctx: Context) -> Pending:
 
 async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, str]]:
     """``evict_orphans``: (marked ms, shard, root) of each shard's oldest orphan roots."""
-    items = _all_shards(ctx)
     out = []
-    for idx, reply in await ctx.run_sharded("evict_orphans", items, [per_shard]):
-        for i, flat in zip(idx, reply):
+    for idx, reply in await ctx.run_every_shard("evict_orphans", [per_shard]):
+        for shard, flat in zip(idx, reply):
             for h, ms in zip(flat[::2], flat[1::2]):
-                out.append((int(float(_s(ms))), items[i][0], _s(h)))
+                out.append((int(float(_s(ms))), shard, _s(h)))
     return out
 
 
@@ -193,8 +184,15 @@ async def evict_candidates(
     evictable leaves; also the number of calls made. ``want`` > 0: each call walks its shards
     only for their share of its first ``want`` index entries (the others come back with a
     peek)."""
-    items: list[ShardItem] = [(sh, [score, member]) for sh, score, member in cursors]
-    calls = await ctx.run_sharded("evict_candidates", items, [k, limit, want])
+    head = [k, limit, want]
+    fresh = len(cursors) == ctx.keys.num_shards and all(
+        sh == i and not score and not member for i, (sh, score, member) in enumerate(cursors)
+    )
+    if fresh:  # a pass's first read: every shard from the start of its index
+        calls = await ctx.run_every_shard("evict_candidates", head, ["", ""])
+    else:
+        items: list[ShardItem] = [(sh, [score, member]) for sh, score, member in cursors]
+        calls = await ctx.run_sharded("evict_candidates", items, head)
     out = []
     for idx, (_now, groups) in calls:
         for i, group in zip(idx, groups):
@@ -208,7 +206,7 @@ async def evict_candidates(
                 peek = (ps.decode(), pm.decode()) if type(ps) is bytes else (_s(ps), _s(pm))
             out.append(
                 Window(
-                    items[i][0],
+                    cursors[i][0],
                     leaves,
                     cs.decode() if type(cs) is bytes else _s(cs),
                     cm.decode() if type(cm) is bytes else _s(cm),

@@ -132,10 +132,9 @@ async def exist(ctx: Context, keys: Sequence[str]) -> list[bool]:
 async def objects_complete(ctx: Context) -> dict[str, str]:
     """``objects_complete``: key -> put id of every COMPLETE object, one call (one SCAN walk)
     per node."""
-    items: list[ShardItem] = [(sh, []) for sh in range(ctx.keys.num_shards)]
     out: dict[str, str] = {}
     head = [ctx.keys.scan_pattern("obj")]
-    for _, reply in await ctx.run_sharded("objects_complete", items, head):
+    for _, reply in await ctx.run_every_shard("objects_complete", head):
         for flat in reply:
             out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
     return out
@@ -180,11 +179,10 @@ async def remove(ctx: Context, keys: Sequence[str], *, skip: bool, force: bool) 
 
 async def outbox_peek(ctx: Context) -> list[FreePair]:
     """``outbox_peek``: up to a batch of pending frees of every shard's outbox."""
-    items: list[ShardItem] = [(s, []) for s in range(ctx.keys.num_shards)]
     frees: list[FreePair] = []
-    for idx, reply in await ctx.run_sharded("outbox_peek", items, [ctx.config.script_batch_size]):
-        for i, entries in zip(idx, reply):
-            frees.extend((items[i][0], _s(e)) for e in entries)
+    for idx, reply in await ctx.run_every_shard("outbox_peek", [ctx.config.script_batch_size]):
+        for shard, entries in zip(idx, reply):
+            frees.extend((shard, _s(e)) for e in entries)
     return frees
 
 
@@ -198,13 +196,10 @@ async def janitor_shard(ctx: Context) -> tuple[Reclaimed, bool]:
     whether a shard hit the per-call limit (call again)."""
     c = ctx.config
     limit = c.script_batch_size
-    items: list[ShardItem] = [(s, []) for s in range(c.num_shards)]
     total = Reclaimed(0, 0, [], [])
     more = False
-    for _, (d, r, cs, fs) in await ctx.run_sharded(
-        "janitor_shard",
-        items,
-        [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit],
+    for _, (d, r, cs, fs) in await ctx.run_every_shard(
+        "janitor_shard", [c.put_start_discard_timeout_ms, c.put_start_release_timeout_ms, limit]
     ):
         more = more or int(d) >= limit or int(r) >= limit
         total.continuations.extend(cs)
