@@ -12,28 +12,4 @@
 -- Idempotent: yes (a free applies only to a record with its put id).
 --!include alloc.lua
 
--- The sum freed: freed (decimal) + freedn (a number below 2^52, exact; lengths past that go
--- to the decimal at once).
-local freed, freedn = '0', 0
-each_segment(function(stag, anchor, n)
-  local items = {}
-  for i = 1, n do
-    items[i] = { arg(), arg() }
-  end
-  for _, len in ipairs(alloc_release_batch(stag, items)) do
-    local v = u64_small(len)
-    if v then
-      freedn = freedn + v
-      if freedn >= 4503599627370496 then -- 2^52
-        freed, freedn = dec_add(freed, string.format('%d', freedn)), 0
-      end
-    else
-      freed = dec_add(freed, u64_to_dec(len))
-    end
-  end
-  alloc_flush(alloc_seg(stag))
-end)
-if freedn > 0 then
-  freed = dec_add(freed, string.format('%d', freedn))
-end
-return freed
+return alloc_free_groups()

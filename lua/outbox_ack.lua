@@ -6,12 +6,6 @@
 -- Returns: entries removed.
 -- Errors: none.
 -- Idempotent: yes.
---!include common.lua
+--!include alloc.lua
 
-local removed = 0
-each_group(function(tag, shard, n)
-  for _ = 1, n do
-    removed = removed + redis.call('LREM', K.outbox(tag), 1, arg())
-  end
-end)
-return removed
+return outbox_drop_groups()

@@ -217,7 +217,8 @@ class Allocator:
         await lua.alloc_free(self.ctx, by_seg)
 
     async def apply_frees(self, frees: Sequence[FreePair]) -> int:
-        """Applies outbox entries to the allocators, then acknowledges them. Idempotent."""
+        """Applies outbox entries to the allocators, then acknowledges them. Idempotent. On a
+        single Redis (and within one call's bounds) both in one atomic call."""
         if not frees:
             return 0
         by_seg: dict[str, list[tuple[str, str]]] = {}
@@ -231,6 +232,11 @@ class Allocator:
             except MooncakeError:
                 continue
             valid[seg] = pairs
+        limit = self.ctx.config.script_batch_size
+        if not self.ctx.backend.cluster and len(frees) <= limit and len(valid) <= limit:
+            await lua.outbox_apply(self.ctx, valid, frees)
+            await self.ctx.checkpoint("drain:freed")
+            return len(frees)
         await lua.alloc_free(self.ctx, valid)
         await self.ctx.checkpoint("drain:freed")
         await lua.outbox_ack(self.ctx, frees)

@@ -12,8 +12,9 @@ ordered so that a crash between two steps leaves only a state something reclaims
 - erase paths (revoke, remove, stale-put discard, unmount): one shard script deletes the object,
   unregisters it from the radix index (continuations come back for the parent shards) and pushes
   its buffer frees to the shard outbox; the caller then applies the frees to the allocators
-  (``alloc_free``: idempotent, put-id checked) and acknowledges them (``outbox_ack``). A crash
-  leaves entries in the outbox, which the janitor drains.
+  (``alloc_free``: idempotent, put-id checked) and acknowledges them (``outbox_ack``); on a
+  single Redis both in one call (``outbox_apply``). A crash leaves entries in the outbox, which
+  the janitor drains.
 - unmount: the segment stops allocating (``mounted=0``), the replicas its allocation records
   name are dropped in their shards (a reservation not yet committed is vetoed instead), then the
   allocator and the registry entry go. Resumable: the janitor finishes unmounts left half done.

@@ -556,3 +556,46 @@ local function each_segment(fn)
     fn(K.tag(anchor), anchor, n)
   end
 end
+
+-- alloc_free's step (also outbox_apply's first part): the segment groups of ARGV, each n pairs
+-- (offset (u64 hex), put id), released where the record at the offset has that put id; returns
+-- the bytes freed (decimal string).
+local function alloc_free_groups()
+  -- The sum freed: freed (decimal) + freedn (a number below 2^52, exact; lengths past that go
+  -- to the decimal at once).
+  local freed, freedn = '0', 0
+  each_segment(function(stag, anchor, n)
+    local items = {}
+    for i = 1, n do
+      items[i] = { arg(), arg() }
+    end
+    for _, len in ipairs(alloc_release_batch(stag, items)) do
+      local v = u64_small(len)
+      if v then
+        freedn = freedn + v
+        if freedn >= 4503599627370496 then -- 2^52
+          freed, freedn = dec_add(freed, string.format('%d', freedn)), 0
+        end
+      else
+        freed = dec_add(freed, u64_to_dec(len))
+      end
+    end
+    alloc_flush(alloc_seg(stag))
+  end)
+  if freedn > 0 then
+    freed = dec_add(freed, string.format('%d', freedn))
+  end
+  return freed
+end
+
+-- outbox_ack's step (also outbox_apply's second part): the shard groups of ARGV, each n outbox
+-- entries, removed by value from their shard's outbox; returns how many were there.
+local function outbox_drop_groups()
+  local removed = 0
+  each_group(function(tag, _, n)
+    for _ = 1, n do
+      removed = removed + redis.call('LREM', K.outbox(tag), 1, arg())
+    end
+  end)
+  return removed
+end

@@ -191,6 +191,27 @@ async def outbox_ack(ctx: Context, frees: Sequence[FreePair]) -> None:
     await ctx.run_sharded("outbox_ack", [(sh, [e]) for sh, e in frees])
 
 
+async def outbox_apply(
+    ctx: Context, by_segment: dict[str, list[tuple[str, str]]], frees: Sequence[FreePair]
+) -> None:
+    """``outbox_apply`` (a single Redis): ``alloc_free`` of ``by_segment`` (offset u64 hex, put
+    id) and ``outbox_ack`` of ``frees`` in one atomic call."""
+    keys = ctx.keys
+    seg_anchors = [keys.segment_anchor(seg) for seg in by_segment]
+    argv: list[Any] = [len(by_segment)]
+    for anchor, pairs in zip(seg_anchors, by_segment.values()):
+        argv += (anchor, len(pairs))
+        argv += [x for pair in pairs for x in pair]
+    by_shard: dict[int, list[str]] = {}
+    for shard, entry in frees:
+        by_shard.setdefault(shard, []).append(entry)
+    shard_anchors = [keys.anchor(shard) for shard in by_shard]
+    argv.append(len(by_shard))
+    for anchor, (shard, entries) in zip(shard_anchors, by_shard.items()):
+        argv += (anchor, shard, len(entries), *entries)
+    await ctx.backend.call("outbox_apply", [*seg_anchors, *shard_anchors], argv)
+
+
 async def janitor_shard(ctx: Context) -> tuple[Reclaimed, bool]:
     """``janitor_shard`` on every shard: discards stale puts, releases due buffers. Also
     whether a shard hit the per-call limit (call again)."""
