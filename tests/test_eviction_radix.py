@@ -57,6 +57,32 @@ async def test_chain_400_deep_leaf_first(make_service: Any) -> None:
     await assert_clean(svc)
 
 
+async def test_last_pick_of_a_pass_reads_no_parent(make_service: Any) -> None:
+    """A pass whose one round covers its goal reads nothing above its last pick: that parent
+    could only go in a later round (read then, by name, if the pass has one)."""
+    svc = await evict_service(make_service, 100 * OBJ, num_shards=16)
+    blocks = chain("lp", 3) + chain("lq", 3)
+    await put_blocks(svc, blocks)
+    calls: list[str] = []
+    real = svc.backend.call
+
+    async def spy(name: str, keys: Any, args: Any, node: Any = None) -> Any:
+        calls.append(name)
+        return await real(name, keys, args, node)
+
+    svc.backend.call = spy  # type: ignore[method-assign]
+    res = await svc.evict_once(max_objects=1)
+    assert res.evicted_objects == 1 and res.rounds == 1
+    assert "evict_ancestors" not in calls and "evict_leaf_info" not in calls
+    # Two leaves in one round: the first pick's parent is read, the second's is not.
+    calls.clear()
+    res = await svc.evict_once(max_objects=2)
+    assert res.evicted_objects == 2 and res.rounds == 1
+    assert calls.count("evict_ancestors") == 1 and "evict_leaf_info" not in calls
+    await assert_parents_alive(svc, dict(blocks))
+    await assert_clean(svc)
+
+
 async def test_lru_order_across_chains(make_service: Any) -> None:
     """The least recently used leaf goes first, one at a time: a chain's parent exposed by its
     last child outranks the younger chains' leaves (not one leaf of every chain per round)."""

@@ -124,6 +124,9 @@ class RadixEvictor:
         self._seq = itertools.count()
         self._horizon: tuple[bool, float, str] | None = None  # cached; None once a cursor moved
         self._nodes: dict[int, str] = {}
+        # Parents of evicted leaves not queued: read by name (probe) before the next round, if
+        # the pass has one (most end after their first round).
+        self.lone: dict[str, int] = {}
 
     # -- reading ----------------------------------------------------------------------------
     def _candidate(self, row: lua.LeafRow, shard: int) -> Candidate:
@@ -256,6 +259,9 @@ class RadixEvictor:
     # -- choosing ---------------------------------------------------------------------------
     async def pick(self) -> list[Candidate]:
         """Victims of one round, best first, covering what the goal still needs."""
+        if self.lone:  # the last round's parents left leaves by it (probed only if needed)
+            lone, self.lone = self.lone, {}
+            await self.probe(list(lone.items()))
         picked: list[Candidate] = []
         need_bytes, need_objects = self.goal.need()
         got_bytes = got_objects = 0
@@ -274,6 +280,10 @@ class RadixEvictor:
             picked.append(c)
             got_bytes += c.nbytes
             got_objects += c.objects
+            if len(picked) >= limit or (got_bytes >= need_bytes and got_objects >= need_objects):
+                # The round's last pick: its parent could only go in a later round, which
+                # reads it then if the pass goes on (a lone parent of evict's probe).
+                break
             if need_objects > got_objects:
                 wanted = need_objects - got_objects
             else:
@@ -324,7 +334,7 @@ class RadixEvictor:
         done = {picked[i].h for i in evicted}
         lone = {p: ps for p, ps in parents.items() if p not in done and p not in self.queued}
         self.known.difference_update(lone)
-        await self.probe(list(lone.items()))
+        self.lone.update(lone)
 
     async def _evict_wave(
         self,
