@@ -10,13 +10,7 @@
 --!include alloc.lua
 
 local out = {}
-each_segment(function(stag, anchor, n)
-  local f = redis.call('HMGET', anchor, 'name', 'base', 'size', 'te_endpoint', 'protocol',
-    'client_id', 'allocated', 'mounted', F.info.allocations, F.info.pending)
-  if not f[3] then
-    table.insert(out, {})
-  else
-    table.insert(out, f)
-  end
+each_segment(function(_, anchor)
+  out[#out + 1] = segment_info_row(anchor)
 end)
 return out

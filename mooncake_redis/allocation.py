@@ -90,6 +90,11 @@ class Allocator:
     def segments_changed(self) -> None:
         self._seg_cache = None
 
+    def note_segment_ids(self, ids: Sequence[str]) -> None:
+        """The registry's ids as a caller has just read them (sorted): the cache's refresh."""
+        self._seg_cache = list(ids)
+        self._seg_cache_at = time.monotonic()
+
     async def reserve(self, puts: Sequence[PutItem], retried: bool = False) -> None:
         """Allocates up to replica_num buffers per put, on distinct segments."""
         if not puts:

@@ -322,6 +322,10 @@ def lua_key_functions() -> str:
             lines.append(f"function K.{name}(tag, id) return tag .. '{suffix}' .. id end")
         else:
             lines.append(f"function K.{name}(tag) return tag .. '{suffix}' end")
+    # A segment's tag from the global tag: {<ns>:g} -> {<ns>:s:<segment id>} (segment_tag).
+    lines.append(
+        "function K.segment(gtag, id) return string.sub(gtag, 1, -3) .. 's:' .. id .. '}' end"
+    )
     for name, suffix in GLOBAL_SUFFIXES.items():
         if suffix.endswith(":"):
             lines.append(f"function K.g_{name}(gtag, id) return gtag .. '{suffix}' .. id end")

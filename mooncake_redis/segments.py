@@ -140,11 +140,18 @@ class Segments:
 
     async def usage(self, segment_ids: Sequence[str] | None = None) -> Usage:
         """Allocated bytes and capacity over the mounted segments (the one used ratio); over
-        ``segment_ids`` when given (else every registered one, the registry read first)."""
-        if segment_ids is None:
-            segment_ids = await self.allocator.segment_ids(True)
+        ``segment_ids`` when given (else every registered one, the registry read first; on a
+        single Redis in the same call)."""
+        found: Sequence[SegmentStats | None]
+        if segment_ids is None and not self.ctx.backend.cluster:
+            segment_ids, found = await lua.segment_usage(self.ctx)
+            self.allocator.note_segment_ids(segment_ids)
+        else:
+            if segment_ids is None:
+                segment_ids = await self.allocator.segment_ids(True)
+            found = await self.segment_stats(segment_ids)
+        stats = [s for s in found if s is not None and s.mounted]
         ids = tuple(segment_ids)
-        stats = [s for s in await self.segment_stats(ids) if s.mounted]
         return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats), ids)
 
     async def used_ratio(self) -> float:

@@ -382,6 +382,24 @@ async def test_mount_idempotent_unmount_drops(make_service: Any) -> None:
     await assert_clean(svc)
 
 
+async def test_usage_sums_the_mounted_registered_segments(make_service: Any) -> None:
+    """The used ratio's read (one call on a single Redis, the registry then each segment on a
+    cluster): mounted segments only, a registry entry without a segment skipped."""
+    svc = await mounted(make_service, n=3, size=MB)
+    await svc.put_start(C, "u1", [1000], ReplicateConfig(replica_num=2))
+    await svc.put_end(C, "u1")
+    await svc.backend.client.hset(svc.keys.global_key("segments"), "ghost", "x")
+    await svc.backend.client.hset(svc.keys.segment_anchor("seg2"), "mounted", "0")
+    stats = {s.id: s for s in await svc.segment_stats()}
+    want = [s for s in stats.values() if s.mounted]
+    usage = await svc.usage()
+    assert usage.segments == ("ghost", "seg0", "seg1", "seg2")
+    assert usage.capacity == 2 * MB
+    assert usage.allocated == sum(s.allocated for s in want) > 0
+    assert usage == await svc.segments.usage(["ghost", "seg0", "seg1", "seg2"])
+    assert await svc.allocator.segment_ids() == ["ghost", "seg0", "seg1", "seg2"]
+
+
 async def test_unmount_vetoes_uncommitted_reservation(make_service: Any) -> None:
     svc = await mounted(make_service, n=1)
 

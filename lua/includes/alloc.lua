@@ -557,6 +557,17 @@ local function each_segment(fn)
   end
 end
 
+-- segment_info's row of the segment at anchor: {} if unknown, else {name, base, size,
+-- te_endpoint, protocol, client_id, allocated, mounted, alloc record count, pending count}.
+local function segment_info_row(anchor)
+  local f = redis.call('HMGET', anchor, 'name', 'base', 'size', 'te_endpoint', 'protocol',
+    'client_id', 'allocated', 'mounted', F.info.allocations, F.info.pending)
+  if not f[3] then
+    return {}
+  end
+  return f
+end
+
 -- alloc_free's step (also outbox_apply's first part): the segment groups of ARGV, each n pairs
 -- (offset (u64 hex), put id), released where the record at the offset has that put id; returns
 -- the bytes freed (decimal string).

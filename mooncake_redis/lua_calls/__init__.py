@@ -71,6 +71,7 @@ from .segment import (
     segment_mount,
     segment_unmount_begin,
     segment_unmount_end,
+    segment_usage,
 )
 from .store import (
     AllocRef,
@@ -166,6 +167,7 @@ __all__ = [
     "segment_register",
     "segment_unmount_begin",
     "segment_unmount_end",
+    "segment_usage",
     "service_tick",
     "te_metadata_put",
     "upsert_start",

@@ -183,17 +183,29 @@ async def segment_info(ctx: Context, seg_ids: Sequence[str]) -> list[SegmentStat
     out: list[SegmentStats | None] = [None] * len(seg_ids)
     for part, reply in await ctx.run_segment_groups("segment_info", [(s, []) for s in seg_ids]):
         for j, row in zip(part, reply):
-            if not row:
-                continue
-            f = [None if x is None else _s(x) for x in row]
-            out[j] = SegmentStats(
-                id=seg_ids[j],
-                name=f[0] or "",
-                client_id=f[5] or "",
-                size=from_u64hex(f[2] or "0"),
-                allocated=from_u64hex(f[6] or "0"),
-                mounted=f[7] == "1",
-                allocations=int(f[8] or 0),
-                pending=int(f[9] or 0),
-            )
+            out[j] = _segment_stats(seg_ids[j], row)
     return out
+
+
+async def segment_usage(ctx: Context) -> tuple[list[str], list[SegmentStats | None]]:
+    """``segment_usage`` (a single Redis): the registered segment ids, sorted, and each one's
+    record (None: unknown), in one call."""
+    ids, rows = await ctx.backend.call("segment_usage", [ctx.keys.global_key("segments")], [])
+    pairs = sorted(zip(map(_s, ids), rows))
+    return [i for i, _ in pairs], [_segment_stats(i, row) for i, row in pairs]
+
+
+def _segment_stats(seg_id: str, row: Sequence[Any]) -> SegmentStats | None:
+    if not row:
+        return None
+    f = [None if x is None else _s(x) for x in row]
+    return SegmentStats(
+        id=seg_id,
+        name=f[0] or "",
+        client_id=f[5] or "",
+        size=from_u64hex(f[2] or "0"),
+        allocated=from_u64hex(f[6] or "0"),
+        mounted=f[7] == "1",
+        allocations=int(f[8] or 0),
+        pending=int(f[9] or 0),
+    )
