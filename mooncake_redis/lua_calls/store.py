@@ -136,7 +136,10 @@ async def objects_complete(ctx: Context) -> dict[str, str]:
     head = [ctx.keys.scan_pattern("obj")]
     for _, reply in await ctx.run_every_shard("objects_complete", head):
         for flat in reply:
-            out.update((_s(k), _s(pid)) for k, pid in zip(flat[::2], flat[1::2]))
+            # Bulk strings come back as bytes: decoded by map, not a call per value (the
+            # replay's health samples read every object).
+            dec = bytes.decode if flat and type(flat[0]) is bytes else _s
+            out.update(zip(map(dec, flat[::2]), map(dec, flat[1::2])))
     return out
 
 
