@@ -8,10 +8,4 @@
 -- Idempotent: yes.
 --!include common.lua
 
-local removed = 0
-each_group(function(tag, shard, n)
-  for _ = 1, n do
-    removed = removed + redis.call('LREM', K.unlinks(tag), 1, arg())
-  end
-end)
-return removed
+return lrem_groups(K.unlinks)

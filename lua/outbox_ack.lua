@@ -6,6 +6,6 @@
 -- Returns: entries removed.
 -- Errors: none.
 -- Idempotent: yes.
---!include alloc.lua
+--!include common.lua
 
-return outbox_drop_groups()
+return lrem_groups(K.outbox)

@@ -15,4 +15,4 @@
 --!include alloc.lua
 
 local freed = alloc_free_groups()
-return { freed, outbox_drop_groups() }
+return { freed, lrem_groups(K.outbox) }

@@ -1,9 +1,11 @@
-"""Small helpers shared by tests: block hashes, placing hashes in chosen shards."""
+"""Small helpers shared by tests: block hashes, placing hashes in chosen shards, the script
+calls a service makes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import count
+from typing import Any, NamedTuple
 
 from blake3 import blake3
 
@@ -24,3 +26,22 @@ def hashes_in_shard(svc: MasterService, shard: int, tag: str = "") -> Iterator[s
 
 def mha_keys(block: str, tp: int = 1) -> list[str]:
     return [f"{block}_{r}_{kv}" for r in range(tp) for kv in ("k", "v")]
+
+
+class ScriptCall(NamedTuple):
+    name: str
+    keys: list[str]
+    args: list[Any]
+
+
+def record_calls(svc: MasterService) -> list[ScriptCall]:
+    """From now on, every script call ``svc`` makes is appended to the returned list."""
+    calls: list[ScriptCall] = []
+    real = svc.backend.call
+
+    async def call(name: str, keys: Any, args: Any, node: Any = None) -> Any:
+        calls.append(ScriptCall(name, list(keys), list(args)))
+        return await real(name, keys, args, node)
+
+    svc.backend.call = call  # type: ignore[method-assign]
+    return calls

@@ -11,6 +11,7 @@ from typing import Any
 from mooncake_redis import MasterService
 
 from .eviction_helpers import chain, evict_service, put_blocks
+from .helpers import record_calls
 
 
 async def _both(svc: MasterService, script: str, head: list[Any], values: list[Any]) -> Any:
@@ -64,19 +65,12 @@ async def test_every_shard_answers_as_one_group_per_shard(make_service: Any) -> 
 async def test_every_shard_is_one_short_call_on_a_single_redis(make_service: Any) -> None:
     svc = await evict_service(make_service, 1 << 30, num_shards=16)
     await put_blocks(svc, chain("x", 3))
-    sent: list[tuple[list[str], list[Any]]] = []
-    call = svc.backend.call
-
-    async def spy(name: str, keys: Any, args: Any, node: Any = None) -> Any:
-        sent.append((list(keys), list(args)))
-        return await call(name, keys, args, node)
-
-    svc.backend.call = spy  # type: ignore[method-assign]
-    pending = await svc.eviction.evict_once(force=True)
-    assert pending.evicted_objects > 0
+    sent = record_calls(svc)
+    done = await svc.eviction.evict_once(force=True)
+    assert done.evicted_objects > 0
     assert sent
     anchor0 = svc.keys.anchor(0)
-    compact = [(k, a) for k, a in sent if "*" in a]
+    compact = [(c.keys, c.args) for c in sent if "*" in c.args]
     if svc.backend.cluster:
         assert not compact  # several nodes: one group per shard, per node
     else:

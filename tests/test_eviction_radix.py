@@ -18,7 +18,7 @@ from tests.eviction_helpers import (
     put_blocks,
     stored,
 )
-from tests.helpers import h
+from tests.helpers import h, record_calls
 
 
 async def test_rfc_example_round_by_round(make_service: Any) -> None:
@@ -63,22 +63,17 @@ async def test_last_pick_of_a_pass_reads_no_parent(make_service: Any) -> None:
     svc = await evict_service(make_service, 100 * OBJ, num_shards=16)
     blocks = chain("lp", 3) + chain("lq", 3)
     await put_blocks(svc, blocks)
-    calls: list[str] = []
-    real = svc.backend.call
-
-    async def spy(name: str, keys: Any, args: Any, node: Any = None) -> Any:
-        calls.append(name)
-        return await real(name, keys, args, node)
-
-    svc.backend.call = spy  # type: ignore[method-assign]
+    calls = record_calls(svc)
     res = await svc.evict_once(max_objects=1)
     assert res.evicted_objects == 1 and res.rounds == 1
-    assert "evict_ancestors" not in calls and "evict_leaf_info" not in calls
+    names = [c.name for c in calls]
+    assert "evict_ancestors" not in names and "evict_leaf_info" not in names
     # Two leaves in one round: the first pick's parent is read, the second's is not.
     calls.clear()
     res = await svc.evict_once(max_objects=2)
     assert res.evicted_objects == 2 and res.rounds == 1
-    assert calls.count("evict_ancestors") == 1 and "evict_leaf_info" not in calls
+    names = [c.name for c in calls]
+    assert names.count("evict_ancestors") == 1 and "evict_leaf_info" not in names
     await assert_parents_alive(svc, dict(blocks))
     await assert_clean(svc)
 

@@ -12,6 +12,7 @@ from mooncake_redis import MasterService
 from mooncake_redis import lua_calls as lua
 
 from .eviction_helpers import chain, evict_service, put_blocks
+from .helpers import record_calls
 
 
 class Stop(BaseException):
@@ -43,15 +44,9 @@ async def test_outbox_frees_applied_and_dropped(make_service: Any) -> None:
     assert len(frees) == 8 and len({sh for sh, _ in frees}) > 1
     assert await _allocated(svc) == full
 
-    calls: list[str] = []
-    real = svc.backend.call
-
-    async def spy(name: str, keys: Any, args: Any, node: Any = None) -> Any:
-        calls.append(name)
-        return await real(name, keys, args, node)
-
-    svc.backend.call = spy  # type: ignore[method-assign]
+    recorded = record_calls(svc)
     assert await svc.allocator.apply_frees(frees) == 8
+    calls = [c.name for c in recorded]
     if svc.backend.cluster:  # per node: every free first, then every ack
         n = calls.count("alloc_free")
         assert n and calls == ["alloc_free"] * n + ["outbox_ack"] * (len(calls) - n)

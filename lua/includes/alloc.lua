@@ -598,15 +598,3 @@ local function alloc_free_groups()
   end
   return freed
 end
-
--- outbox_ack's step (also outbox_apply's second part): the shard groups of ARGV, each n outbox
--- entries, removed by value from their shard's outbox; returns how many were there.
-local function outbox_drop_groups()
-  local removed = 0
-  each_group(function(tag, _, n)
-    for _ = 1, n do
-      removed = removed + redis.call('LREM', K.outbox(tag), 1, arg())
-    end
-  end)
-  return removed
-end

@@ -68,6 +68,18 @@ local function each_group(fn)
   end
 end
 
+-- Each group's n items removed by value from its shard's list list_key(tag) (acknowledgements
+-- of journal or outbox entries); returns how many were there.
+local function lrem_groups(list_key)
+  local removed = 0
+  each_group(function(tag, _, n)
+    for _ = 1, n do
+      removed = removed + redis.call('LREM', list_key(tag), 1, arg())
+    end
+  end)
+  return removed
+end
+
 -- ZADD of many pairs (flat: score, member, score, member...) with one flag ('GT', 'XX'...), in
 -- chunks that stay within Lua's unpack limit: one command per chunk, not one per member.
 local function zadd_pairs(zkey, flag, pairs)
