@@ -241,8 +241,8 @@ class Allocator:
         if not self.ctx.backend.cluster and len(frees) <= limit and len(valid) <= limit:
             await lua.outbox_apply(self.ctx, valid, frees)
             await self.ctx.checkpoint("drain:freed")
-            return len(frees)
-        await lua.alloc_free(self.ctx, valid)
-        await self.ctx.checkpoint("drain:freed")
-        await lua.outbox_ack(self.ctx, frees)
+        else:
+            await lua.alloc_free(self.ctx, valid)
+            await self.ctx.checkpoint("drain:freed")
+            await lua.outbox_ack(self.ctx, frees)
         return len(frees)
