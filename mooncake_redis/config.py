@@ -23,6 +23,12 @@ ENV_PREFIX = "MOONCAKE_REDIS_"
 SCHEMA_VERSION = 9
 
 
+# The shard count of a new namespace when ``num_shards`` is left at 0. Shards exist to spread a
+# cluster's slots over its nodes; on one Redis they only add per-shard work to every batch call
+# (docs/architecture.md "How many shards").
+SINGLE_REDIS_SHARDS = 1
+CLUSTER_SHARDS = 64
+
 RADIX_EVICTION_TARGETS = ("watermark", "watermark-ratio")
 # The radix leaf policy (eviction/policy.py; why tiered: docs/eviction.md).
 DEFAULT_EVICTION_POLICY = "tiered"
@@ -34,8 +40,10 @@ class Config:
     redis_url: str = "fakeredis://"
     # Namespace prefix of every Redis key; two namespaces never touch each other's keys.
     namespace: str = "mc"
-    # Hash-tag shards. Fixed at first use and recorded in Redis (see keys.py / service.py).
-    num_shards: int = 64
+    # Hash-tag shards. Fixed at first use and recorded in Redis (see keys.py / namespace.py).
+    # 0: the namespace's recorded count; a new namespace gets SINGLE_REDIS_SHARDS on one Redis
+    # (standalone or embedded) and CLUSTER_SHARDS on a cluster (default_shards).
+    num_shards: int = 0
     enable_radix_tree: bool = False
 
     # Mooncake master defaults (the RFC's "R" column; HEAD values in comments).
@@ -106,8 +114,8 @@ class Config:
 
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", self.namespace):
             raise bad("namespace", "1-32 characters of [A-Za-z0-9_.-]")
-        if not 1 <= self.num_shards <= 16384:
-            raise bad("num_shards", "must be in 1..16384")
+        if not 0 <= self.num_shards <= 16384:
+            raise bad("num_shards", "must be in 1..16384, or 0 for the default")
         if self.put_start_release_timeout_ms <= self.put_start_discard_timeout_ms:
             raise bad("put_start_release_timeout_ms", "must exceed put_start_discard_timeout_ms")
         if not 0.0 <= self.eviction_ratio <= 1.0:
@@ -143,6 +151,12 @@ class Config:
         """The gap in ms that restarts client clocks: below the client ttl, so that an outage
         too short to restart them is also too short to expire anyone."""
         return max(1, min(self.heartbeat_gap_ms, self.client_live_ttl_ms // 2))
+
+    def default_shards(self, cluster: bool) -> int:
+        """The shard count this config asks for on a new namespace (num_shards 0: by topology)."""
+        if self.num_shards:
+            return self.num_shards
+        return CLUSTER_SHARDS if cluster else SINGLE_REDIS_SHARDS
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

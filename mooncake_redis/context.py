@@ -3,8 +3,8 @@ the sharded-batch runner, the key -> shard memo and the eviction metrics.
 
 One object per service, built first and handed to every part's constructor, so no part reaches
 another through a common base class. The config and key schema may be replaced once, when a
-read-only open adopts the namespace's recorded layout (:meth:`adopt`): parts read them from here
-every time and never keep a copy.
+read-only open, or a process that left the shard count to the store, adopts the namespace's
+recorded layout (:meth:`adopt`): parts read them from here every time and never keep a copy.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ ShardItem = tuple[int, Sequence[Any]]
 class Context:
     def __init__(self, backend: Backend, config: Config) -> None:
         self.backend = backend
+        # num_shards 0: the topology's count until the namespace check finds one recorded
+        # (Namespace.compare adopts it then, before any part has run).
+        self.auto_shards = config.num_shards == 0
+        if self.auto_shards:
+            config = config.replace(num_shards=config.default_shards(backend.cluster))
         self.config = config
         self.keys = KeySchema(config.namespace, config.num_shards)
         self.fault_hook: FaultHook | None = None

@@ -43,8 +43,22 @@ class Namespace:
         if [version, shards, radix] == mine:
             self._meta_ok = True
             return
-        ns = self.ctx.config.namespace
-        advice = "Use the recorded values or another namespace."
+        ctx = self.ctx
+        if (
+            ctx.auto_shards
+            and not self._meta_ok
+            and [version, radix] == [mine[0], mine[2]]
+            and 1 <= shards <= 16384
+        ):
+            # The shard count was left to the store: take the recorded one (first check only,
+            # before any part has run; later, a namespace recorded anew is refused below).
+            ctx.adopt(ctx.config.replace(num_shards=shards))
+            self._meta_ok = True
+            return
+        ns = ctx.config.namespace
+        advice = (
+            "Use the recorded values (num_shards 0 adopts the recorded count) or another namespace."
+        )
         if version != mine[0]:
             # Another layout: no setting of this process can read it (no migration exists).
             advice = (

@@ -4,10 +4,11 @@
 ``.``, or a checkout of an older commit), puts 19 batches of 128 keys (chains of 256 blocks, one
 parent per key, put_start + put_end) and prints the microseconds of Redis CPU per key for each
 script. Then ``reads`` does the same for batch_exist_key and batch_get_replica_list (MLA and
-MHA keys; docs/benchmarks.md "The read path"). ``REDIS_CPU_PORT`` picks the server's port (a
-shared machine's own range); otherwise a free one. Not a test: the measuring tool behind the
-figures in docs/store.md and docs/benchmarks.md; run two trees back to back to compare them on
-the same machine state.
+MHA keys; docs/benchmarks.md "The read path"). ``REDIS_CPU_SHARDS`` sets the shard count
+(default: the store's default, 1 on one Redis; 64 before that default). ``REDIS_CPU_PORT``
+picks the server's port (a shared machine's own range); otherwise a free one. Not a test: the
+measuring tool behind the figures in docs/store.md and docs/benchmarks.md; run two trees back
+to back to compare them on the same machine state.
 
 ``REDIS_CPU_CALLGRIND=1`` runs the server under valgrind's callgrind instead and prints the
 instructions the server executed per put key, by script (each call dumped apart with
@@ -75,8 +76,12 @@ async def main(tree: str) -> None:
             except redis.ConnectionError:
                 time.sleep(0.05)
         url = f"redis://127.0.0.1:{port}"
-        cfg = Config(namespace="p", num_shards=64, enable_radix_tree=True, redis_url=url)
+        # REDIS_CPU_SHARDS: the shard count (default 0, the store's own: 1 on this one Redis;
+        # 64 gives the figures of the sessions before the default changed).
+        shards = int(os.environ.get("REDIS_CPU_SHARDS", "0"))
+        cfg = Config(namespace="p", num_shards=shards, enable_radix_tree=True, redis_url=url)
         svc = await MasterService.from_url(url, cfg)
+        print(tree, "shards:", svc.config.num_shards)
         await svc.mount_segment(Segment("s", "s", 1 << 40, 1 << 34), "c")
         per: collections.Counter[str] = collections.Counter()
         orig = svc.backend.call

@@ -59,7 +59,7 @@ BAD = [
     (["evictor", "--policy", "bogus"], "evictor", "--policy"),
     (["fsck", "--grace-ms", "-5"], "fsck", "--grace-ms"),
     (["inspect", "tree", h("A"), "--depth", "-1"], "inspect tree", "--depth"),
-    (["inspect", "stats", "--num-shards", "0"], "inspect stats", "--num-shards"),
+    (["inspect", "stats", "--num-shards", "-1"], "inspect stats", "--num-shards"),
     (["bench", "--sections", "bogus"], "bench", "--sections"),
     (["bench-eviction", "--sizes", "0"], "bench-eviction", "--sizes"),
     (["chaos", "--duration", "0"], "chaos", "--duration"),

@@ -24,7 +24,10 @@ HDR = "#!lua flags=allow-oom\n-- t\n-- KEYS: x\n-- ARGV: y\n-- Returns: z\n"
 
 def test_config_defaults_follow_mooncake_r() -> None:
     c = Config()
-    assert not c.enable_radix_tree and c.num_shards == 64 and c.namespace == "mc"
+    assert not c.enable_radix_tree and c.num_shards == 0 and c.namespace == "mc"
+    # 0: by topology for a new namespace (one shard on one Redis, 64 on a cluster)
+    assert (c.default_shards(cluster=False), c.default_shards(cluster=True)) == (1, 64)
+    assert Config(num_shards=8).default_shards(cluster=True) == 8
     assert c.default_kv_lease_ttl_ms == 5000 and c.eviction_high_watermark_ratio == 0.95
     assert c.put_start_discard_timeout_ms == 30_000 and c.put_start_release_timeout_ms == 600_000
     assert c.client_live_ttl_ms == 10_000 and c.eviction_ratio == 0.05
@@ -51,7 +54,8 @@ def test_config_from_env_and_overrides() -> None:
 @pytest.mark.parametrize(
     "changes",
     [
-        {"num_shards": 0},
+        {"num_shards": -1},
+        {"num_shards": 16385},
         {"namespace": "a{b}"},
         {"put_start_release_timeout_ms": 10, "put_start_discard_timeout_ms": 20},
         {"eviction_ratio": 1.5},

@@ -127,6 +127,7 @@ async def bench_one(
             reads.append(r.candidate_reads)
         return {
             "objects": size,
+            "num_shards": svc.config.num_shards,
             "depth": depth,
             "build_s": round(build_s, 3),
             "evict_s": [round(t, 4) for t in times],

@@ -21,12 +21,15 @@ async def used_memory(svc: Any) -> int:
     return int((await client.info("memory"))["used_memory"])
 
 
-async def bench_memory(url: str, objects: int = 100_000, tp: int = 4) -> dict[str, Any]:
+async def bench_memory(
+    url: str, objects: int = 100_000, tp: int = 4, num_shards: int = 0
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key_format in ("mla", "mha"):
         per_block = 1 if key_format == "mla" else 2 * tp
         blocks = objects // per_block
-        svc = await fresh_service(url, enable_radix_tree=True, num_shards=64)
+        svc = await fresh_service(url, enable_radix_tree=True, num_shards=num_shards)
+        out["num_shards"] = svc.config.num_shards
         try:
             await mount(svc, blocks * per_block * 4096 * 2)
             await asyncio.sleep(0.2)

@@ -28,12 +28,17 @@ async def scan_for_prefix(svc: Any, prefix: str) -> list[bytes]:
 
 
 async def bench_prefix(
-    url: str, sizes: tuple[int, ...], queries: int = 2000, scan_queries: int = 5
+    url: str,
+    sizes: tuple[int, ...],
+    queries: int = 2000,
+    scan_queries: int = 5,
+    num_shards: int = 0,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     rng = random.Random(7)
     for n in sizes:
-        svc = await fresh_service(url, enable_radix_tree=True, num_shards=64)
+        svc = await fresh_service(url, enable_radix_tree=True, num_shards=num_shards)
+        out["num_shards"] = svc.config.num_shards
         try:
             await mount(svc, n * 4096 * 2)
             hashes = await populate(svc, n, salt=f"p{n}")

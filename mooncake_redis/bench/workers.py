@@ -167,7 +167,7 @@ async def run_bench(
     redis_url: str = "redis://127.0.0.1:6379",
     seconds: float = 3.0,
     concurrency: int = 16,
-    num_shards: int = 64,
+    num_shards: int = 0,
 ) -> dict[str, Any]:
     """Runs every measurement; returns the figures and the HTTP overheads."""
     namespace = "bench" + uuid.uuid4().hex[:8]
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--num-shards", type=int, default=64)
+    p.add_argument("--num-shards", type=int, default=0)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     result = asyncio.run(run_bench(args.redis_url, args.seconds, args.concurrency, args.num_shards))

@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from .common import add_redis_url, choice_list, describe_store, redis_url
+from .common import add_redis_url, choice_list, describe_store, non_negative_int, redis_url
 
 SECTIONS = (
     "prefix", "throughput", "workers", "roundtrips", "memory", "eviction", "codec", "wire"
@@ -36,11 +36,13 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
         from ..bench.prefix import bench_prefix
 
         sizes = (10_000, 100_000) if args.quick else (10_000, 1_000_000)
-        return lambda: bench_prefix(url, sizes)
+        return lambda: bench_prefix(url, sizes, num_shards=args.num_shards)
     if name == "throughput":
         from ..bench.throughput import bench_throughput
 
-        return lambda: bench_throughput(url, n_batches=50 if args.quick else 200)
+        return lambda: bench_throughput(
+            url, n_batches=50 if args.quick else 200, num_shards=args.num_shards
+        )
     if name == "workers":
         from ..bench.workers import run_bench
 
@@ -50,7 +52,11 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
 
             embedded = EmbeddedTcpServer() if url.startswith("fakeredis://") else None
             try:
-                return await run_bench(embedded.url if embedded else url, seconds=seconds)
+                return await run_bench(
+                    embedded.url if embedded else url,
+                    seconds=seconds,
+                    num_shards=args.num_shards,
+                )
             finally:
                 if embedded is not None:
                     embedded.close()
@@ -60,12 +66,12 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
     if name == "roundtrips":
         from ..bench.throughput import bench_round_trips
 
-        return lambda: bench_round_trips(url)
+        return lambda: bench_round_trips(url, num_shards=args.num_shards)
     if name == "memory":
         from ..bench.memory import bench_memory
 
         objects = args.memory_objects or (20_000 if args.quick else 100_000)
-        return lambda: bench_memory(url, objects=objects)
+        return lambda: bench_memory(url, objects=objects, num_shards=args.num_shards)
     if name == "codec":
         from ..bench.wire import bench_codec
 
@@ -86,7 +92,7 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
             evict=200 if args.quick else 2000,
             depth=20,
             repeat=3,
-            num_shards=64,
+            num_shards=args.num_shards,
             policy="lru",
             json=True,
         )
@@ -174,6 +180,13 @@ def register(subparsers: Any) -> None:
         type=int,
         metavar="N",
         help="objects the memory section stores per key format (default 100,000; --quick 20,000)",
+    )
+    p.add_argument(
+        "--num-shards",
+        type=non_negative_int,
+        default=0,
+        help="hash-tag shards of each section's namespace (default 0: what a user gets, 1 on "
+        "one Redis and 64 on a cluster; the figures say which)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON, no tables")
     p.add_argument("--out", metavar="FILE", help="also write the figures as JSON to FILE")

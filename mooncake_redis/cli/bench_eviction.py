@@ -9,7 +9,14 @@ import json
 from typing import Any
 
 from ..bench.eviction import DESCRIPTION, run
-from .common import add_redis_url, positive_int, positive_int_list, redis_url, scoring
+from .common import (
+    add_redis_url,
+    non_negative_int,
+    positive_int,
+    positive_int_list,
+    redis_url,
+    scoring,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--depth", type=positive_int, default=20, help="blocks per chain")
     p.add_argument("--repeat", type=positive_int, default=3, help="timed passes per tree")
-    p.add_argument("--num-shards", type=positive_int, default=64, help="hash-tag shards")
+    p.add_argument(
+        "--num-shards",
+        type=non_negative_int,
+        default=0,
+        help="hash-tag shards (default 0: the store's default, 1 on one Redis, 64 on a cluster)",
+    )
     p.add_argument(
         "--policy",
         type=scoring,

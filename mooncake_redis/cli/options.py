@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import Any
 
 from ..config import ENV_PREFIX, Config
-from .common import add_redis_url, env_redis_url, positive_int
+from .common import add_redis_url, env_redis_url, non_negative_int
 
 # CLI-only settings and the variables that provide their defaults (Config fields come on top).
 ENV_OPTIONS: dict[str, str] = {
@@ -47,9 +47,10 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--num-shards",
-        type=positive_int,
+        type=non_negative_int,
         default=argparse.SUPPRESS,
-        help="hash-tag shards, fixed at first use (default 64; env MOONCAKE_REDIS_NUM_SHARDS)",
+        help="hash-tag shards, fixed at first use (default 0: the namespace's recorded count; "
+        "a new one gets 1 on one Redis, 64 on a cluster; env MOONCAKE_REDIS_NUM_SHARDS)",
     )
     g.add_argument(
         "--enable-radix-tree",
@@ -74,7 +75,8 @@ MEANINGS: dict[str, str] = {
     "fakeredis:// (embedded, one process only), or fakeredis+tcp://host:port (an embedded "
     "store served over TCP to several processes)",
     "namespace": "prefix of every Redis key; namespaces never touch each other",
-    "num_shards": "hash-tag shards; fixed at first use and recorded in Redis",
+    "num_shards": "hash-tag shards; fixed at first use and recorded in Redis. 0: the recorded "
+    "count, or for a new namespace 1 on one Redis (standalone, embedded) and 64 on a cluster",
     "enable_radix_tree": "keep the radix-tree prefix index (RFC) next to the objects",
     "default_kv_lease_ttl_ms": "lease granted by reads and exists hits (Mooncake R; HEAD 10000)",
     "default_kv_soft_pin_ttl_ms": "soft-pin extension on lease grants",

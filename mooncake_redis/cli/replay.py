@@ -86,6 +86,13 @@ def _add_store_options(p: argparse.ArgumentParser) -> None:
         help="drive N worker processes over HTTP instead of the in-process library",
     )
     p.add_argument(
+        "--num-shards",
+        type=non_negative_int,
+        default=0,
+        help="hash-tag shards of our store's namespace (default 0: 1 on one Redis or the "
+        "embedded store, 64 on a cluster)",
+    )
+    p.add_argument(
         "--lease-ttl-ms",
         type=non_negative_int,
         default=None,

@@ -88,6 +88,8 @@ def _extra(args: argparse.Namespace) -> dict[str, str]:
             extra["admin_url"] = args.master_admin_url
     if getattr(args, "no_infer_parents", False):
         extra["infer_parents"] = "0"
+    if getattr(args, "num_shards", 0):
+        extra["num_shards"] = str(args.num_shards)
     return extra
 
 

@@ -17,7 +17,7 @@ def store_config(options: TargetOptions, url: str) -> Config:
     return Config(
         redis_url=url,
         namespace=options.extra.get("namespace") or "replay" + uuid.uuid4().hex[:8],
-        num_shards=int(options.extra.get("num_shards", 64)),
+        num_shards=int(options.extra.get("num_shards", 0)),
         enable_radix_tree=options.policy == "radix",
         eviction_policy=options.scoring,
         default_kv_lease_ttl_ms=options.lease_ttl_ms,
