@@ -34,26 +34,39 @@ async def bench_prefix(
     scan_queries: int = 5,
     num_shards: int = 0,
 ) -> dict[str, Any]:
+    """Every size stored at once (a namespace each), then the timed queries interleaved, one
+    per size in turn: a machine whose speed drifts over the minutes a large store takes to
+    build moves every size's samples alike, so the p50 ratio compares the sizes, not the
+    moments they were measured at."""
     out: dict[str, Any] = {}
     rng = random.Random(7)
-    for n in sizes:
-        svc = await fresh_service(url, enable_radix_tree=True, num_shards=num_shards)
-        out["num_shards"] = svc.config.num_shards
-        try:
+    services: dict[int, Any] = {}
+    probes: dict[int, list[str]] = {}
+    try:
+        for n in sizes:
+            svc = await fresh_service(url, enable_radix_tree=True, num_shards=num_shards)
+            services[n] = svc
+            out["num_shards"] = svc.config.num_shards
             await mount(svc, n * 4096 * 2)
             hashes = await populate(svc, n, salt=f"p{n}")
-            probe = [rng.choice(hashes) for _ in range(queries)]
-            for hsh in probe:  # warms the pool and script cache; every probe finds its block
+            probes[n] = [rng.choice(hashes) for _ in range(queries)]
+            for hsh in probes[n]:  # warms the pool and script cache; every probe finds its block
                 if not (await svc.get_keys_by_prefix(hsh)).keys:
                     raise BenchFailure(f"get_keys_by_prefix({hsh}): no keys for a stored block")
-            index = [await timed(partial(svc.get_keys_by_prefix, hsh)) for hsh in probe]
+        index: dict[int, list[float]] = {n: [] for n in sizes}
+        for i in range(queries):
+            for n in sizes:
+                index[n].append(await timed(partial(services[n].get_keys_by_prefix, probes[n][i])))
+        for n in sizes:
+            svc, probe = services[n], probes[n]
             node = await svc.get_keys_by_prefix(probe[0])
             scan_found = await scan_for_prefix(svc, probe[0])
             if not node.keys or len(scan_found) != len(node.keys):
                 raise BenchFailure("SCAN and the index disagree")
             scan = [await timed(partial(scan_for_prefix, svc, hsh)) for hsh in probe[:scan_queries]]
-            out[str(n)] = {"index": summary_ms(index), "scan": summary_ms(scan)}
-        finally:
+            out[str(n)] = {"index": summary_ms(index[n]), "scan": summary_ms(scan)}
+    finally:
+        for svc in services.values():
             await drop_namespace(svc)
             await svc.aclose()
     if len(sizes) >= 2:
