@@ -93,16 +93,17 @@ def _real_master(seconds: float) -> dict[str, float]:
             master.stop()
 
 
-async def _ours(url: str, workers: int, seconds: float) -> dict[str, float]:
+async def _ours(url: str, workers: int, seconds: float, num_shards: int = 0) -> dict[str, float]:
     ns = "bw" + uuid.uuid4().hex[:8]
-    cfg = Config(redis_url=url, namespace=ns, enable_radix_tree=True)
+    cfg = Config(redis_url=url, namespace=ns, enable_radix_tree=True, num_shards=num_shards)
     svc = await MasterService.from_url(url, cfg)  # records the namespace before the workers
-    fleet = WorkerFleet(url, ns, cfg.num_shards, workers, mooncake_port=free_port())
+    fleet = WorkerFleet(url, ns, svc.config.num_shards, workers, mooncake_port=free_port())
     try:
         await fleet.start_all()
-        return await asyncio.to_thread(
+        got = await asyncio.to_thread(
             _client, fleet.mooncake_address, fleet.urls[0] + "/metadata", seconds
         )
+        return {**got, "num_shards": svc.config.num_shards}
     finally:
         fleet.stop_all()
         await drop_namespace(svc)
@@ -178,9 +179,12 @@ def _best(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return {k: max(a[k], b[k]) for k in a}
 
 
-async def bench_wire(url: str, seconds: float = 2.0, rounds: int = 2) -> dict[str, Any]:
+async def bench_wire(
+    url: str, seconds: float = 2.0, rounds: int = 2, num_shards: int = 0
+) -> dict[str, Any]:
     """Each side measured ``rounds`` times in alternating order (master, 1, 3, then 3, 1,
-    master, ...), best of the rounds: other load on a shared machine hits all sides alike."""
+    master, ...), best of the rounds: other load on a shared machine hits all sides alike.
+    ``num_shards`` 0: the store's default for this Redis."""
     real: dict[str, float] = {}
     one: dict[str, float] = {}
     three: dict[str, float] = {}
@@ -191,12 +195,14 @@ async def bench_wire(url: str, seconds: float = 2.0, rounds: int = 2) -> dict[st
                 got = await asyncio.to_thread(_real_master, seconds)
                 real = _best(real, got) if real else got
             elif side == "one":
-                got = await _ours(url, 1, seconds)
+                got = await _ours(url, 1, seconds, num_shards)
                 one = _best(one, got) if one else got
             else:
-                got = await _ours(url, 3, seconds)
+                got = await _ours(url, 3, seconds, num_shards)
                 three = _best(three, got) if three else got
     out: dict[str, Any] = {"seconds_per_figure": seconds, "rounds": rounds}
+    out["num_shards"] = one.pop("num_shards")
+    three.pop("num_shards")
     out["parent inference cost"] = await bench_hint_cost(url, 50 if seconds < 1 else 200)
     for metric in real:
         if metric == "objects_written":

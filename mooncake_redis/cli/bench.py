@@ -80,8 +80,8 @@ def _section(name: str, args: argparse.Namespace) -> Callable[[], Awaitable[Any]
         from ..bench.wire import bench_wire
 
         if args.quick:
-            return lambda: bench_wire(url, seconds=0.3, rounds=1)
-        return lambda: bench_wire(url, seconds=3.0, rounds=2)
+            return lambda: bench_wire(url, seconds=0.3, rounds=1, num_shards=args.num_shards)
+        return lambda: bench_wire(url, seconds=3.0, rounds=2, num_shards=args.num_shards)
     if name == "eviction":
         from ..bench.eviction import run as run_eviction
 
