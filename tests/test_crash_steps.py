@@ -27,6 +27,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import pytest
@@ -74,8 +75,9 @@ class World:
             "R": 0, "A": 1, "B": 2, "S": 3, "O1": 4, "O2": 5, "Q1": 4, "Q2": 5, "Q3": 6,
             "Q4": 7, "Z": 6, "N": 7, "X": 6, "P": 3, "T": 1,
         }  # fmt: skip
+        shards = self.svc.config.num_shards  # 1 on one Redis by default: all in shard 0
         for name, shard in shard_of.items():
-            self.n[name] = next(hashes_in_shard(self.svc, shard, "crash-" + name))
+            self.n[name] = next(hashes_in_shard(self.svc, shard % shards, "crash-" + name))
 
     def __getattr__(self, name: str) -> str:
         n = self.__dict__.get("n", {})
@@ -174,7 +176,10 @@ async def op_janitor_stale_put(w: World) -> Any:
 async def op_expire_clients(w: World) -> Any:
     svc = await MasterService.from_url(
         w.svc.backend.url,
-        Config(**{**CFG, "client_live_ttl_ms": 120}, namespace=w.svc.config.namespace),
+        Config(
+            **{**CFG, "client_live_ttl_ms": 120, "num_shards": w.svc.config.num_shards},
+            namespace=w.svc.config.namespace,
+        ),
     )
     svc.fault_hook = w.svc.fault_hook
     svc.backend.call = w.svc.backend.call  # type: ignore[method-assign]  # dies with the worker
@@ -305,8 +310,12 @@ async def steps_of(make_service: Any, name: str) -> list[str]:
     return rec.steps
 
 
+@pytest.mark.parametrize("shards", [8, 0], ids=["8-shards", "default-shards"])
 @pytest.mark.parametrize("name", list(OPS))
-async def test_crash_after_every_step(make_service: Any, name: str) -> None:
+async def test_crash_after_every_step(make_service: Any, name: str, shards: int) -> None:
+    """Also on the default shard count (1 on one Redis, 64 on a cluster): the other tests
+    pin 8 shards."""
+    make_service = partial(_with_shards, make_service, shards)
     op, targets_of = OPS[name]
     steps = await steps_of(make_service, name)
     assert steps, f"{name} passes no step boundary"
@@ -324,6 +333,11 @@ async def test_crash_after_every_step(make_service: Any, name: str) -> None:
         await recover_and_check(
             make_service, before, targets_of(w), f"{name} @ {i}:{step}", RETRY.get(name)
         )
+
+
+async def _with_shards(make_service: Any, shards: int, **cfg: Any) -> MasterService:
+    svc: MasterService = await make_service(**{**cfg, "num_shards": shards})
+    return svc
 
 
 # ---------------------------------------------------------------------- SIGKILL variant
