@@ -21,7 +21,7 @@ for _, g in ipairs(evict_groups(2)) do
     local tag, shard, h = g.tag, g.shard, it[1]
     local depth = tonumber(it[2])
     for _ = 1, depth do
-      local node = evict_node(tag, h)
+      local node = evict_node_read(tag, h)
       local st, b, o, soft = evict_leaf_state(tag, h, now, true, node)
       local nc = node and node.nc or 0
       if st ~= 'ok' then

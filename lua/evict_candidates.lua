@@ -78,7 +78,7 @@ local function evict_window(tag, lk, cs, cm, csn, gmax)
       end
       if evict_after_cursor(s, h, csn, cm) then
         scanned = scanned + 1
-        local node = evict_node(tag, h)
+        local node = evict_node_read(tag, h)
         local st, b, o, soft = evict_leaf_state(tag, h, now, false, node)
         if st == 'ok' then
           table.insert(rows, evict_leaf_row(tag, h, b, o, soft, node, chunk[i + 1]))
