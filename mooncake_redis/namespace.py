@@ -48,7 +48,7 @@ class Namespace:
             ctx.auto_shards
             and not self._meta_ok
             and [version, radix] == [mine[0], mine[2]]
-            and 1 <= shards <= 16384
+            and shards >= 1  # Config checks the rest; 0 would mean "by topology" again
         ):
             # The shard count was left to the store: take the recorded one (first check only,
             # before any part has run; later, a namespace recorded anew is refused below).

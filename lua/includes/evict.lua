@@ -152,7 +152,9 @@ end
 -- without the child edge count (ne): a block whose one key is the block itself (an MLA key,
 -- the common node) in one HMGET of the fields those steps read, 15 strings instead of the
 -- HGETALL's 35-45 (the Lua strings a reply makes are most of a row's cost); any other node
--- (several keys, another key) read whole by evict_node.
+-- (several keys, another key) read whole by evict_node. A call that met such a node reads the
+-- rest whole at once: a namespace's blocks are mostly of one kind, and an MHA node would
+-- otherwise cost the HMGET and the HGETALL.
 local evict_hot_fields = { F.node.created_ms, F.node.nkeys, '.', F.node.nchildren }
 for _, name in ipairs(evict_row_fields) do
   evict_hot_fields[#evict_hot_fields + 1] = name
@@ -160,12 +162,17 @@ end
 for _, name in ipairs(evict_obj_fields) do
   evict_hot_fields[#evict_hot_fields + 1] = name
 end
+local evict_read_whole = false
 local function evict_node_read(tag, h)
+  if evict_read_whole then
+    return evict_node(tag, h)
+  end
   local v = redis.call('HMGET', K.node(tag, h), unpack(evict_hot_fields))
   if not v[1] then
     return false -- no node (no hash, or a block hash holding only its block key's object)
   end
   if v[2] ~= '1' or not v[3] then
+    evict_read_whole = true
     return evict_node(tag, h)
   end
   local vals = { [F.node.created_ms] = v[1] }
