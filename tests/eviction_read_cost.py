@@ -160,7 +160,7 @@ HEX_VARIANTS = {
     "bytes -> hex, gsub table warm": (
         "local T = hex_table() for k = 1, n do x = string.gsub(s, '.', T) end return x"
     ),
-    "bytes -> hex, radix_hex32 (bit.tohex on 4-byte words)": (
+    "bytes -> hex, radix_hex32 (struct.unpack, one format)": (
         "for k = 1, n do x = radix_hex32(s) end return x"
     ),
     "hex -> bytes, gsub table filled in the call": (
@@ -169,7 +169,7 @@ HEX_VARIANTS = {
     "hex -> bytes, gsub table warm": (
         "local T = unhex_table() for k = 1, n do x = string.gsub(h, '..', T) end return x"
     ),
-    "hex -> bytes, radix_unhex32 (8 digits at a time)": (
+    "hex -> bytes, radix_unhex32 (one struct.pack)": (
         "for k = 1, n do x = radix_unhex32(h) end return x"
     ),
 }

@@ -1,13 +1,15 @@
 """Lua VM instructions per script line, from the embedded store (fakeredis runs the same Lua 5.1
 bytecode as Redis, through lupa): where a script's interpreter work goes, line by line.
 
-``python3 tests/lua_line_profile.py <source tree> put|exist|get [lines]`` imports mooncake_redis
-from that tree, stores 1 batch of 128 MLA keys (5 for reads; bench.common.populate: chains of 256
-blocks, each with its parent, as tests/redis_cpu_per_key.py), then counts, with a Lua count hook
-on every VM instruction, the instructions each script line ran during 4 more batch puts
-(``put``) or during batch_exist_key / batch_get_replica_list over 4 stored batches (``exist``,
-``get``). Prints the instructions per key by script, then the ``lines`` busiest lines (default
-40) with their source.
+``python3 tests/lua_line_profile.py <source tree> put|exist|get|evict [lines]`` imports
+mooncake_redis from that tree, stores 1 batch of 128 MLA keys (5 for reads and eviction;
+bench.common.populate: chains of 256 blocks, each with its parent, as tests/redis_cpu_per_key.py),
+then counts, with a Lua count hook on every VM instruction, the instructions each script line ran
+during 4 more batch puts (``put``), during batch_exist_key / batch_get_replica_list over 4 stored
+batches (``exist``, ``get``), or during eviction passes (``evict_once``) of 512 of the stored
+objects (``evict``: per evicted object). Prints the instructions per key by script, then the
+``lines`` busiest lines (default 40) with their source. ``LUA_PROFILE_SHARDS`` sets the shard
+count (default 64, the count of the earlier figures; 0 is the store's default, 1 on one Redis).
 
 Not Redis's cost: a C function a line calls (a redis.call, string.format, a table resize) counts
 as one instruction here and can cost thousands in Redis. Use it beside tests/redis_cpu_per_key.py
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import sys
 from typing import Any
 
@@ -44,7 +47,8 @@ async def main(tree: str, what: str, top: int) -> None:
     from mooncake_redis.models import Segment
 
     url = "fakeredis://lua-line-profile"
-    cfg = Config(namespace="prof", redis_url=url, enable_radix_tree=True, num_shards=64)
+    shards = int(os.environ.get("LUA_PROFILE_SHARDS", "64"))
+    cfg = Config(namespace="prof", redis_url=url, enable_radix_tree=True, num_shards=shards)
     svc = await MasterService.from_url(url, cfg)
     await svc.mount_segment(Segment("s", "s", 1 << 44, 1 << 36), CLIENT)
 
@@ -77,7 +81,12 @@ async def main(tree: str, what: str, top: int) -> None:
     runtime.eval(HOOK)(counts)
     if what == "put":
         await put(4, "put")
-    for i in range(len(keys) // 128):
+    evicted = 0
+    while what == "evict" and evicted < 512:
+        r = await svc.evict_once(max_objects=512 - evicted)
+        assert r.evicted_objects > 0, r
+        evicted += r.evicted_objects
+    for i in range(len(keys) // 128 if what in ("exist", "get") else 0):
         batch = keys[i * 128 : (i + 1) * 128]
         if what == "exist":
             assert await svc.batch_exist_key(batch) == [True] * 128

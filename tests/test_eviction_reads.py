@@ -71,6 +71,59 @@ def test_node_parent_hash_reads_what_node_parent_field_writes() -> None:
         node_parent_hash(b">short")
 
 
+_HEX_CASES = [
+    "0" * 64,
+    "f" * 64,
+    "0123456789abcdef" * 4,
+    "000000000001" * 5 + "ffff",
+    "ffffffffffff" * 5 + "0000",
+    h("a"),
+    h("b"),
+]
+_HEX_PROBE = """
+local out = {}
+for i, x in ipairs(ARGV) do
+  local b = radix_unhex32(x)
+  out[i] = {b, radix_hex32(b)}
+end
+return out
+"""
+
+
+def _radix_hex_source() -> str:
+    from mooncake_redis.lua_loader import expand
+
+    return expand("--!include radix.lua", lua_dir() / "includes")
+
+
+def test_radix_hex_forms_round_trip_on_redis(redis_url: str) -> None:
+    """Redis runs the struct.pack / struct.unpack forms: 32 bytes, 64 lowercase hex back."""
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    try:
+        assert r.eval("return struct ~= nil", 0) == 1
+        got = r.eval(_radix_hex_source() + _HEX_PROBE, 0, *_HEX_CASES)
+    finally:
+        r.close()
+    assert got == [[bytes.fromhex(x), x.encode()] for x in _HEX_CASES]
+
+
+def test_radix_hex_forms_round_trip_without_struct() -> None:
+    """fakeredis's Lua has no struct library: the arithmetic forms run there, with the same
+    answers (a plain Lua 5.1 runtime, as fakeredis's)."""
+    lua51 = getattr(lupa, "lua51", None)
+    rt = (lua51.LuaRuntime if lua51 else lupa.LuaRuntime)(encoding=None)
+    rt.execute("K, F = {}, {}")  # radix.lua's key and field tables come from keys.lua
+    src = _radix_hex_source()
+    fns = rt.execute(src + "\nreturn {radix_unhex32, radix_hex32, struct == nil}")
+    assert fns[3]
+    for x in _HEX_CASES:
+        b = fns[1](x.encode())
+        assert b == bytes.fromhex(x)
+        assert fns[2](b) == x.encode()
+
+
 def _chain(names: list[str]) -> list[tuple[str, str]]:
     return [(n, names[i - 1] if i else "") for i, n in enumerate(names)]
 

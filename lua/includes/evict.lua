@@ -72,7 +72,10 @@ local function evict_record(raw)
       end
     end
   end
-  return all, n == 0 and b or dec_add(b, string.format('%d', n))
+  if n == 0 then
+    return all, b
+  end
+  return all, b == '0' and string.format('%d', n) or dec_add(b, string.format('%d', n))
 end
 
 -- Whether object key may be evicted now. Returns status, bytes, soft:
@@ -203,7 +206,7 @@ local function evict_leaf_state(tag, h, now, any_node, node)
   for _, key in ipairs(keys) do
     local st, b, sp = evict_object_state(tag, key, now, node and key == h and node.vals or nil)
     if st == 'ok' then
-      bytes = dec_add(bytes, b)
+      bytes = bytes == '0' and b or dec_add(bytes, b) -- b is evict_record's: a plain decimal
       objs = objs + 1
       soft = soft or sp
     elseif st ~= 'absent' then
