@@ -19,7 +19,12 @@
 --       count r, then r replicas (segment (1-based index into the segment table), offset and
 --       length (u64 hex), allocation ms), prefix hash, parent as its node stores it ('' none,
 --       '>' + 32 bytes: keys.node_parent_field), parent shard
---       (-1 none), link generation (0 none), cycle checked (0/1).
+--       (-1 none), link generation (0 none; 'f': link here, see below), cycle checked (0/1).
+-- An item whose parent block is an earlier item of its group (same shard) comes with
+-- generation 'f': radix_link's step runs here, parent first, just before the item's own
+-- writes once its checks passed (radix_link_pair), so a chain put in one batch makes no shell
+-- parents in a step before this one, and needs no cycle check (a node made now has no child).
+-- A parent this call created is known without a read (radix_link_seed).
 -- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
 --          {continuation...}}. Idempotent: an object already written by this put id (a resent
 --          call whose first reply was lost) answers OK with its replica ids.
@@ -96,6 +101,8 @@ each_group(function(tag, shard, n)
   -- Deferred writes: objects count, bytes (a number while exact, else a decimal string),
   -- processing entries, the radix counters and leaf entries.
   local acc = radix_acc()
+  acc.drop = {} -- nodes made here that got a child here: no leaf entry (radix_link_seed)
+  local seen, exposing = {}, radix_tier_state(tag) -- the links made here (radix_link_pair)
   local objs, bytes, big, proc = 0, 0, '0', {}
   local cur = { base[4], base[5], base[6], base[7] }
   -- The deferred counters in one HSET (a read first unless the group's first read is still
@@ -124,10 +131,19 @@ each_group(function(tag, shard, n)
     end
     cur = nil
     variadic('ZADD', K.processing(tag), proc)
-    variadic('ZADD', K.leaves(tag), acc.leaf)
+    local leaf, drop = acc.leaf, acc.drop
+    if next(drop) then
+      leaf = {}
+      for j = 1, #acc.leaf, 2 do
+        if not drop[acc.leaf[j + 1]] then
+          leaf[#leaf + 1], leaf[#leaf + 2] = acc.leaf[j], acc.leaf[j + 1]
+        end
+      end
+    end
+    variadic('ZADD', K.leaves(tag), leaf)
     variadic('ZREM', K.leaves(tag), acc.unleaf)
     objs, bytes, big, proc = 0, 0, '0', {}
-    acc.nodes, acc.rkeys, acc.leaf, acc.unleaf = 0, 0, {}, {}
+    acc.nodes, acc.rkeys, acc.leaf, acc.unleaf, acc.drop = 0, 0, {}, {}, {}
   end
   local next_id, pool = nil, 0
   for j = 1, n do
@@ -190,6 +206,7 @@ each_group(function(tag, shard, n)
         if radix_on == 1 then
           pre = radix_pre(tag, prefix, key)
         end
+        seen = {} -- the erase may have changed nodes the links here know
       end
       -- One INCRBY for this item and every later one of the shard (a failed one leaves a gap).
       if nreps > pool then
@@ -242,11 +259,16 @@ each_group(function(tag, shard, n)
         -- (Merged, the object is not written yet: as when it was, a key already registered
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
+        if gen == 'f' then -- the parent side of the link, now that the item will be written
+          gen = radix_ms(radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now))
+        end
         -- Merged, its HSET writes the object too. (Its checks are the ones above, on the same
         -- read: it writes; if not, the object is written alone, as before the merge.)
         local res = radix_attach(tag, prefix, parent, pshard, gen, { key }, now, 1, acc, pre, merged and fields, nf)
         if merged and res ~= E.OK then
           redis.call('HSET', okey, unpack(fields, 1, nf))
+        elseif res == E.OK and not pre[1] then -- a node made now: a later child links to it unread
+          radix_link_seed(seen, prefix, parent == '')
         end
         if adopt then
           radix_mark_children(tag, shard, prefix, 'adopt', conts, now)
@@ -259,7 +281,7 @@ each_group(function(tag, shard, n)
       for j, rep in ipairs(store_replicas(f[2])) do
         ids[j] = rep.id
       end
-    elseif code ~= E.OK and radix_on == 1 then
+    elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made
       adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
     out[#out + 1] = { code, msg, ids, adopted }

@@ -16,7 +16,7 @@ from .allocation import Allocator, PutItem
 from .context import Context
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
-from .lua_calls.puts import Commit, Committed, Precheck, put_precheck, put_start
+from .lua_calls.puts import FOLD_LINK, Commit, Committed, Precheck, put_precheck, put_start
 from .lua_calls.store import Erased, Result
 from .models import (
     PROCESSING,
@@ -124,7 +124,8 @@ class Puts:
         """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
         buffers freed, their fresh parent edges dropped)."""
         radix = self.ctx.config.enable_radix_tree
-        linked = [p for p in puts if radix and p.cfg.parent_block_hash]
+        folded = self._folded(puts) if radix else set()
+        linked = [p for p in puts if radix and p.cfg.parent_block_hash and p.index not in folded]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
             self.allocator.reserve(puts),
@@ -152,9 +153,10 @@ class Puts:
         def item(p: PutItem, checked: int) -> Commit:
             parent = p.cfg.parent_block_hash if radix else ""
             cfg = p.cfg
+            gen = FOLD_LINK if p.index in folded else p.gen
             return Commit(
                 p.shard, p.key, p.pid, p.size, bool(cfg.with_soft_pin), bool(cfg.with_hard_pin),
-                p.reps, p.prefix, parent, p.pshard if parent else -1, p.gen, bool(checked),
+                p.reps, p.prefix, parent, p.pshard if parent else -1, gen, bool(checked),
             )  # fmt: skip
 
         conts: list[Any] = []
@@ -164,10 +166,17 @@ class Puts:
             conts.extend(cs)
             return replies
 
-        # A put of a block that now has children and no parent (a chain put in one batch: each
-        # block is the parent of the next) gets its parent only if the block is not that
-        # parent's root (cycles.py); checked here, in batch order, before its commit.
-        pre = [p for p in todo if p.prefix in rooted and p.cfg.parent_block_hash]
+        # A put of a block that now has children and no parent (a chain put in one batch, its
+        # parents linked by the link step: each block is the parent of the next) gets its
+        # parent only if the block is not that parent's root (cycles.py); checked here, in
+        # batch order, before its commit. Not a folded put: the links earlier puts make in the
+        # same commit are not in this check's view, so its commit checks itself (CHECK_CYCLE
+        # below, against the state that call left), as for a node that had children before.
+        pre = [
+            p
+            for p in todo
+            if p.prefix in rooted and p.cfg.parent_block_hash and p.index not in folded
+        ]
         checked: set[int] = set()
         if pre:
             links_pre = [(p.prefix, p.cfg.parent_block_hash) for p in pre]
@@ -186,7 +195,8 @@ class Puts:
                     new(Commit, (
                         p.shard, p.key, p.pid, p.size, bool(p.cfg.with_soft_pin),
                         bool(p.cfg.with_hard_pin), p.reps, p.prefix, p.cfg.parent_block_hash,
-                        p.pshard if p.cfg.parent_block_hash else -1, p.gen, p.index in checked,
+                        p.pshard if p.cfg.parent_block_hash else -1,
+                        FOLD_LINK if p.index in folded else p.gen, p.index in checked,
                     ))
                     for p in todo
                 ]
@@ -245,6 +255,39 @@ class Puts:
                 self.radix.finish_unlinks([*conts, *undo]),
             )
         return failed
+
+    @staticmethod
+    def _folded(puts: Sequence[PutItem]) -> set[int]:
+        """The puts (their indices) whose commit links them, parent first, in the same script
+        call (FOLD_LINK): the parent block is an earlier put of the chunk in the same shard, and
+        the put's own block gets no child from the link step (whose shell parent would need the
+        cycle check at its commit, a second round trip). So a chain put in one shard has no
+        link step, no shell parents and no cycle check; a chain that crosses shards keeps the
+        link step from its last crossing up."""
+        same = [n for n, p in enumerate(puts) if p.pshard == p.shard]  # pshard -1: no parent
+        if not same:  # a cluster's batch, mostly: its chains cross shards
+            return set()
+        first: dict[str, int] = {}
+        for n, p in enumerate(puts):
+            first.setdefault(p.prefix, n)
+        foldable = {n for n in same if first.get(puts[n].cfg.parent_block_hash, n) < n}
+        if not foldable:
+            return set()
+        # Blocks that the link step gives a child: from the end, as a put is folded only when
+        # none of its children (later puts, or earlier ones that cannot fold) is linked there.
+        linked_parents = {
+            p.cfg.parent_block_hash
+            for n, p in enumerate(puts)
+            if p.cfg.parent_block_hash and n not in foldable
+        }
+        out: set[int] = set()
+        for n in range(len(puts) - 1, -1, -1):
+            p = puts[n]
+            if n in foldable and p.prefix not in linked_parents:
+                out.add(p.index)
+            elif p.cfg.parent_block_hash:
+                linked_parents.add(p.cfg.parent_block_hash)
+        return out
 
     @staticmethod
     def _orphan_puts(linked: Sequence[PutItem], in_batch: set[str]) -> list[PutItem]:

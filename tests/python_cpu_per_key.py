@@ -6,7 +6,9 @@ blocks, each key with its parent block, as the throughput bench: MLA, then MHA T
 batch_put_start + batch_put_end, then runs batch_exist_key over them (present keys, then absent
 ones), and prints the microseconds of this process's CPU (``time.process_time``: user + sys of
 the Python side, not Redis's, not the wall time) per key for each call. ``REDIS_CPU_PORT`` picks
-the server's port (a shared machine's own range); otherwise a free one. ``PYCPU_PROFILE=put``
+the server's port (a shared machine's own range); otherwise a free one. ``PYCPU_SHARDS`` sets the
+shard count (default 64, the count of the earlier figures; 0: the store's default, 1 on one
+Redis). ``PYCPU_PROFILE=put``
 (or ``exist``) prints a cProfile (CPU clock) of that part instead of the figures' last rounds.
 
 ``PYCPU_CALLGRIND=1`` runs this process under valgrind's callgrind instead (it re-executes
@@ -143,7 +145,7 @@ async def main(tree: str) -> None:
         url = f"redis://127.0.0.1:{port}"
         cfg = Config(
             namespace="py" + uuid.uuid4().hex[:8],
-            num_shards=64,
+            num_shards=int(os.environ.get("PYCPU_SHARDS", "64")),
             enable_radix_tree=True,
             redis_url=url,
         )

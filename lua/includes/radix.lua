@@ -405,6 +405,94 @@ local function radix_block_stored(tag, h)
   return 1
 end
 
+-- The parent side of one link parent -> child (cf: the child's edge field) in a call that
+-- links several (radix_link's pairs; put_start's in-call links): adds the edge, creating a
+-- shell parent if needed, and takes the parent out of the leaf index (acc.unleaf: the caller
+-- flushes acc). seen holds the call's state per parent, so each parent is read once (one
+-- HMGET): whether its block is stored and not an orphan, whether it is rooted (linking changes
+-- neither), the generations this call gave its edges, its child count, exposed. Per pair one
+-- HSET: the edge, the child count when the edge is new, tiered (exposing): the parent
+-- exposed. Returns the link generation (a number), stored (0/1) and rooted (0/1).
+local function radix_link_pair(tag, parent, child, cf, seen, acc, exposing, now)
+  radix_child_field_is(child, cf)
+  local p = seen[parent]
+  local gen = now
+  local old = nil -- the edge's last generation (nil: a new edge)
+  local write = true
+  if not p then
+    local f = redis.call('HMGET', K.node(tag, parent), F.node.parent, F.node.nkeys, '.', F.node.exposed, F.node.nchildren, cf)
+    local pp = f[1]
+    local stored = 0
+    if pp then
+      if f[2] == '1' and f[3] then -- one key, the block hash itself (MLA): no key walk
+        stored = redis.call('HGET', K.obj(tag, parent), F.obj.status) == 'C' and 1 or 0
+      else
+        stored = radix_block_stored(tag, parent)
+      end
+      if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
+        stored = 0
+      end
+    end
+    -- kids: the generations this call gave the parent's edges; a parent created here has no
+    -- other edge, so its edges' last generations need no read.
+    p = { stored, (not pp or pp == '') and 1 or 0, kids = {}, fresh = not pp,
+      nc = tonumber(f[5]) or 0, exposed = f[4] == '1' }
+    seen[parent] = p
+    if pp then
+      table.insert(acc.unleaf, parent) -- a new node is in no index yet
+      old = tonumber(f[6])
+    else
+      -- A new parent and its first edge (generation now) in one HSET.
+      local w = { cf, radix_ms(gen), F.node.nchildren, '1' }
+      if exposing then
+        w[5], w[6] = F.node.exposed, '1'
+      end
+      radix_create(tag, parent, now, acc, w)
+      p.nc, p.exposed, write = 1, true, false
+    end
+  else
+    if p.leaf then -- seeded (radix_link_seed): its pending leaf entry is dropped, not undone
+      if acc.drop then
+        acc.drop[parent] = true
+      else
+        table.insert(acc.unleaf, parent)
+      end
+      p.leaf = nil
+    end
+    old = p.kids[child]
+    if not old and not p.fresh then
+      old = tonumber(radix_child_gen(tag, parent, child))
+    end
+  end
+  if write then
+    -- The edge: a generation above the edge's last one (radix_link_edge, less its reads).
+    if old and old >= gen then
+      gen = old + 1
+    end
+    local w = { cf, gen }
+    if not old then
+      p.nc = p.nc + 1
+      w[3], w[4] = F.node.nchildren, p.nc
+    end
+    if exposing and not p.exposed then
+      w[#w + 1], w[#w + 2] = F.node.exposed, '1'
+      p.exposed = true
+    end
+    redis.call('HSET', K.node(tag, parent), unpack(w))
+  end
+  p.kids[child] = gen
+  return gen, p[1], p[2]
+end
+
+-- Records in seen (radix_link_pair's) node h that this call created with a put of its block
+-- (status P: not stored; no edge, no child, not exposed; in acc.leaf): a child linked to it
+-- later in the call needs no read of it, and its leaf entry, not written yet, is dropped
+-- (acc.drop, when the caller's flush filters acc.leaf by it) instead of added and removed.
+-- rooted: h was made without a parent.
+local function radix_link_seed(seen, h, rooted)
+  seen[h] = { 0, rooted and 1 or 0, kids = {}, fresh = true, nc = 0, exposed = false, leaf = true }
+end
+
 -- Code of a child-side step that must not run before the caller checked that the new parent
 -- is not a descendant of the node (a positive number: never a Mooncake code).
 local RADIX_CHECK_CYCLE = 1

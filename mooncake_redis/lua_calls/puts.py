@@ -12,6 +12,10 @@ from .radix import RawContinuation
 
 _DEC = [str(i) for i in range(65)]  # replica counts (replica_num is at most 64)
 
+# Commit.generation of a put whose parent block is an earlier item of its shard's group:
+# put_start links it itself, parent first, once its checks pass (sent as 'f').
+FOLD_LINK = -1
+
 
 class Commit(NamedTuple):
     """One put's commit in its object shard (``put_start``)."""
@@ -26,7 +30,7 @@ class Commit(NamedTuple):
     prefix: str
     parent: str  # '' = none
     parent_shard: int  # -1 = none
-    generation: int  # the parent link's (0 = none)
+    generation: int  # the parent link's (0 = none, FOLD_LINK = put_start links it)
     checked: bool  # the cycle check was done
 
 
@@ -88,7 +92,8 @@ async def put_start(
         # the parent as the node stores it (field p: keys.node_parent_field): a script that
         # packs 64 hex digits into 32 bytes spends about 37 k instructions on it
         parent = node_parent_field(x.parent)
-        argv += (x.prefix, parent, x.parent_shard, x.generation, "1" if x.checked else "0")
+        gen = x.generation if x.generation != FOLD_LINK else "f"
+        argv += (x.prefix, parent, x.parent_shard, gen, "1" if x.checked else "0")
         items.append((x.shard, argv))
     head.append(len(seg_index))
     for desc in seg_index:

@@ -1,0 +1,223 @@
+"""A put whose parent block is an earlier put of the same batch and shard is linked by its own
+commit (put_start, ``FOLD_LINK``), parent first, in the same atomic script call: a chain put in
+one batch makes no shell parents in a step before the commit and needs no cycle check, and
+every edge, child count, leaf entry and tiered mark is what the separate link step would have
+written. The other puts (parent stored before, in another shard, or later in the batch) keep
+the link step. On fakeredis, Redis and Redis Cluster, with 1 shard (every pair folds) and 8
+(some do)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mooncake_redis import ErrorCode, MooncakeError
+from mooncake_redis.keys import node_child_field
+from mooncake_redis.models import ReplicateConfig
+from mooncake_redis.records import _s
+from mooncake_redis.testing.probes import wipe
+from tests.eviction_helpers import (
+    CLIENT,
+    assert_clean,
+    assert_parents_alive,
+    chain,
+    evict_service,
+    put_blocks,
+    seg,
+)
+from tests.helpers import h, record_calls
+
+
+async def node_fields(svc: Any, block: str) -> dict[str, str]:
+    raw = await svc.backend.client.hgetall(svc.keys.node(svc.keys.shard_of(block), block))
+    fields = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw.items()}
+    return {k: v for k, v in fields.items() if not k.startswith((">", "<"))}
+
+
+async def edge(svc: Any, parent: str, child: str) -> str | None:
+    raw = await svc.backend.client.hget(
+        svc.keys.node(svc.keys.shard_of(parent), parent), node_child_field(child)
+    )
+    return _s(raw) if raw is not None else None
+
+
+async def leaves(svc: Any) -> set[str]:
+    out: set[str] = set()
+    for shard in range(svc.keys.num_shards):
+        key = svc.keys.shard_key(shard, "leaves")
+        out.update(_s(m) for m in await svc.backend.client.zrange(key, 0, -1))
+    return out
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+@pytest.mark.parametrize("keys_per_block", [1, 4])
+async def test_a_chain_put_in_one_batch_is_linked_by_its_commit(
+    make_service: Any, shards: int, keys_per_block: int
+) -> None:
+    svc = await evict_service(make_service, 1 << 26, num_shards=shards, default_kv_lease_ttl_ms=0)
+    root = chain("fold-root", 1)
+    assert await put_blocks(svc, root, keys_per_block=keys_per_block) == keys_per_block
+    blocks = [(h(f"fold{i}"), h(f"fold{i - 1}") if i else root[0][0]) for i in range(12)]
+    calls = record_calls(svc)
+    assert await put_blocks(svc, blocks, keys_per_block=keys_per_block) == 12 * keys_per_block
+    # Folded: a block whose parent is an earlier block of the batch in the same shard, and
+    # that gets no child from the link step: from the tip of the chain down to its last shard
+    # crossing. Only the others went through the link step.
+    shard_of = svc.keys.shard_of
+    expect_linked = set()
+    crossed = False
+    for i in range(len(blocks) - 1, -1, -1):
+        blk, parent = blocks[i]
+        crossed = crossed or i == 0 or shard_of(parent) != shard_of(blk)
+        if crossed:
+            expect_linked.add((parent, blk))
+    linked = set()
+    for c in calls:
+        if c.name == "radix_link":
+            args = [a.decode("latin-1") if isinstance(a, bytes) else str(a) for a in c.args]
+            j = 1
+            while j < len(args):  # groups: anchor, shard, n, then n (parent, child, field)
+                n = int(args[j + 2])
+                for k in range(n):
+                    linked.add((args[j + 3 + 3 * k], args[j + 4 + 3 * k]))
+                j += 3 + 3 * n
+    assert linked == expect_linked
+    if shards == 1:  # one pair linked before (to the stored root); no shell, no cycle check
+        assert len(expect_linked) == 1
+        assert not [c for c in calls if c.name == "radix_chain"]
+    # Each parent names its child with the generation the child recorded, counts it, is out
+    # of the leaf index and (tiered, the default policy) exposed; the tip is the only leaf.
+    for blk, parent in blocks:
+        assert await edge(svc, parent, blk) is not None
+        node = await node_fields(svc, parent)
+        assert node["d"] == "1" and node.get("x") == "1", node
+    tip = blocks[-1][0]
+    assert await edge(svc, tip, h("none")) is None
+    assert "d" not in await node_fields(svc, tip)
+    assert await leaves(svc) == {tip}
+    await assert_clean(svc)  # edges against recorded generations, counts, leaf index
+    # Leaf first from the tip, as with links made by the link step.
+    result = await svc.evict_once(max_objects=3 * keys_per_block)
+    assert result.evicted_objects == 3 * keys_per_block
+    alive = await svc.batch_exist_key([b for b, _ in blocks] if keys_per_block == 1 else [])
+    if keys_per_block == 1:
+        assert alive == [True] * 9 + [False] * 3
+    parents = {root[0][0]: "", **dict(blocks)}
+    await assert_parents_alive(svc, parents, keys_per_block)
+    await assert_clean(svc)
+
+
+async def test_a_folded_child_of_a_stored_parent_that_is_put_again(make_service: Any) -> None:
+    """The parent's put fails (it exists, complete): its child still links, to the stored
+    parent, in its commit, and is stored under it."""
+    svc = await evict_service(make_service, 1 << 24, num_shards=1)
+    a, b = h("fold-a"), h("fold-b")
+    assert await put_blocks(svc, [(a, "")]) == 1
+    res = await svc.batch_put_start(
+        CLIENT, [a, b], [4096, 4096], [ReplicateConfig(), ReplicateConfig(parent_block_hash=a)]
+    )
+    assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.OBJECT_ALREADY_EXISTS
+    assert isinstance(res[1], list)
+    assert await svc.batch_put_end(CLIENT, [b]) == [None]
+    assert await edge(svc, a, b) is not None
+    assert await leaves(svc) == {b}
+    await assert_clean(svc)
+
+
+async def test_a_folded_child_of_a_parent_that_got_no_buffer_is_rolled_back(
+    make_service: Any,
+) -> None:
+    """The parent's put fails for want of room: the child's commit links it to a shell (as the
+    link step would have), and the batch's roll back then revokes the child, so nothing of
+    either stays."""
+    svc = await evict_service(make_service, 1 << 20, num_shards=1)
+    a, b = h("fold-big"), h("fold-small")
+    res = await svc.batch_put_start(
+        CLIENT,
+        [a, b],
+        [1 << 21, 4096],
+        [ReplicateConfig(), ReplicateConfig(parent_block_hash=a)],
+    )
+    assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.INVALID_PARAMS
+    assert isinstance(res[1], MooncakeError) and "rolled back" in res[1].message
+    assert await svc.batch_exist_key([a, b]) == [False, False]
+    assert await node_fields(svc, a) == {} and await node_fields(svc, b) == {}
+    await assert_clean(svc)
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+async def test_a_cycle_inside_one_batch_is_still_refused(make_service: Any, shards: int) -> None:
+    """b's parent is a, an earlier put (folded where the shards match); a's parent is b, a later
+    one (the link step, which makes b a shell with a child): the cycle check refuses one of
+    them and the batch keeps no cycle, whatever is folded."""
+    svc = await evict_service(make_service, 1 << 24, num_shards=shards)
+    a, b = h("cyc-a"), h("cyc-b")
+    res = await svc.batch_put_start(
+        CLIENT,
+        [a, b],
+        [4096, 4096],
+        [ReplicateConfig(parent_block_hash=b), ReplicateConfig(parent_block_hash=a)],
+    )
+    errors = [r for r in res if isinstance(r, MooncakeError)]
+    assert errors and any("cycle" in e.message for e in errors), res
+    ok = [k for k, r in zip([a, b], res) if isinstance(r, list)]
+    assert await svc.batch_put_end(CLIENT, ok) == [None] * len(ok)
+    await assert_clean(svc)
+
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("MCR_FUZZ_EXAMPLES", "15")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+@FUZZ
+@given(
+    parents=st.lists(st.integers(-2, 7), min_size=8, max_size=8),
+    order=st.permutations(list(range(8))),
+)
+async def test_any_batch_of_parents_keeps_an_acyclic_tree(
+    make_service: Any, shards: int, parents: list[int], order: list[int]
+) -> None:
+    """Eight new blocks in one batch, in any order, each under another of them (earlier or
+    later: folded or not), under a stored block, or none; some pairs form cycles. Whatever is
+    accepted is a clean tree (fsck: no cycle, edges and counts right) where every stored block's
+    parent is stored, and every accepted put is stored."""
+    svc = await make_service(enable_radix_tree=True, num_shards=shards, default_kv_lease_ttl_ms=0)
+    await wipe(svc)  # the namespace of earlier examples
+    await svc.mount_segment(seg(0, 1 << 24), CLIENT)
+    s0, s1 = h("fz-s0"), h("fz-s1")
+    assert await put_blocks(svc, [(s0, ""), (s1, s0)]) == 2
+    blocks = [h(f"fz{i}") for i in range(8)]
+
+    def parent_of(i: int) -> str:
+        p = parents[i]
+        return "" if p == -2 or p == i else s1 if p == -1 else blocks[p]
+
+    keys = [blocks[i] for i in order]
+    res = await svc.batch_put_start(
+        CLIENT,
+        keys,
+        [4096] * 8,
+        [ReplicateConfig(parent_block_hash=parent_of(i)) for i in order],
+    )
+    for r in res:
+        assert isinstance(r, list) or r.code in (
+            ErrorCode.INVALID_PARAMS,
+            ErrorCode.NO_AVAILABLE_HANDLE,
+        ), r
+    ok = [k for k, r in zip(keys, res) if isinstance(r, list)]
+    assert await svc.batch_put_end(CLIENT, ok) == [None] * len(ok)
+    alive = dict(zip(blocks, await svc.batch_exist_key(blocks)))
+    assert {b for b in blocks if alive[b]} == set(ok)
+    for i, b in enumerate(blocks):
+        p = parent_of(i)
+        if alive[b] and p in alive:
+            assert alive[p], (i, parents)
+    await assert_clean(svc)
