@@ -24,8 +24,10 @@
 -- generation 'f': radix_link's step runs here, parent first, just before the item's own
 -- writes once its checks passed (radix_link_pair), so a chain put in one batch makes no shell
 -- parents in a step before this one, and needs no cycle check (a node made now has no child).
--- A parent this call created is known without a read (radix_link_seed).
--- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1}},
+-- A parent this call created is known without a read (radix_link_seed). Such an item that
+-- answers 1 (the cycle check) is linked all the same and comes back with its generation.
+-- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1,
+--          link made here: {generation, parent block stored before this call (0/1)} or ''}},
 --          {continuation...}}. Idempotent: an object already written by this put id (a resent
 --          call whose first reply was lost) answers OK with its replica ids.
 --   A failed item whose node already names the parent adopts the bumped edge (no undo).
@@ -48,6 +50,7 @@ end
 local now = now_ms()
 local now_s, oldest = string.format('%d', now), now - deadline
 local out, conts, frees = {}, {}, {}
+local fresh = {} -- keys this call wrote that had no object before it (a link's stored: before)
 local ONE = string.format('%016x', 1)
 
 -- m replica ids of shard tag/shard: id = seq * num_shards + shard, from one INCRBY; exact past
@@ -197,6 +200,14 @@ each_group(function(tag, shard, n)
       end
     end
     local ids = {}
+    local link = '' -- a link made here: {generation, parent block stored before this call}
+    if code == RADIX_CHECK_CYCLE and gen == 'f' then
+      -- Linked all the same, as the link step would have before the commit: until the caller
+      -- has checked and sent it again (with this generation), the edge keeps the parent from
+      -- being evicted as a leaf; a refused cycle drops it (the caller's undo of a failed put).
+      local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now, fresh)
+      link = { radix_ms(g), stored }
+    end
     if code == E.OK then
       if takeover then
         -- The erase reads and writes what the deferred writes touch: write them first.
@@ -245,6 +256,9 @@ each_group(function(tag, shard, n)
       proc[#proc + 1] = now_s
       proc[#proc + 1] = key
       objs = objs + 1
+      if not f[3] then
+        fresh[key] = true
+      end
       if #size <= 15 then
         bytes = bytes + tonumber(size)
         if bytes >= 2 ^ 52 then
@@ -260,7 +274,9 @@ each_group(function(tag, shard, n)
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
         if gen == 'f' then -- the parent side of the link, now that the item will be written
-          gen = radix_ms(radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now))
+          local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now, fresh)
+          gen = radix_ms(g)
+          link = { gen, stored }
         end
         -- Merged, its HSET writes the object too. (Its checks are the ones above, on the same
         -- read: it writes; if not, the object is written alone, as before the merge.)
@@ -281,10 +297,10 @@ each_group(function(tag, shard, n)
       for j, rep in ipairs(store_replicas(f[2])) do
         ids[j] = rep.id
       end
-    elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made
+    elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made here
       adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
-    out[#out + 1] = { code, msg, ids, adopted }
+    out[#out + 1] = { code, msg, ids, adopted, link }
   end
   flush()
 end)

@@ -30,6 +30,7 @@ class ParentChains:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.up: dict[str, str] = {}  # node -> an ancestor ('' = root): parent or compressed
+        self.given: dict[str, str] = {}  # child -> the parent this batch's check accepted
 
     async def _load(self, *hs: str) -> None:
         """Parent pointers up from each of ``hs``: one radix_chain call per Redis node."""
@@ -84,7 +85,13 @@ class ParentChains:
         return cur
 
     async def closes_cycle(self, child: str, parent: str) -> bool:
-        """Whether child, a root with children, would become its own ancestor under parent."""
+        """Whether child, a root with children, would become its own ancestor under parent;
+        also True for another parent of a child this batch's check already gave one (two keys
+        of one block naming two parents): passed as checked, it could close a cycle once the
+        first link's commit fails (the key exists), as the check assumed that link."""
+        given = self.given.get(child)
+        if given is not None:
+            return given != parent
         above = self.up.get(child)
         if above is None:
             await self._load(child)
@@ -98,6 +105,7 @@ class ParentChains:
         """The batch records this link: later checks see it."""
         if not self.up.get(child):
             self.up[child] = parent
+            self.given[child] = parent
 
 
 async def check_links(

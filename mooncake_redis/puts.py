@@ -53,7 +53,7 @@ def no_space_error(p: PutItem) -> MooncakeError:
 def _cycle_msg(p: PutItem) -> str:
     return (
         f"parent_block_hash: block {p.cfg.parent_block_hash} is below {p.prefix};"
-        " the put would close a parent cycle"
+        " the put would close a parent cycle (or give the block a second parent in this batch)"
     )
 
 
@@ -124,7 +124,7 @@ class Puts:
         """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
         buffers freed, their fresh parent edges dropped)."""
         radix = self.ctx.config.enable_radix_tree
-        folded = self._folded(puts) if radix else set()
+        folded = self._folded(puts, self.ctx.config.script_batch_size) if radix else set()
         linked = [p for p in puts if radix and p.cfg.parent_block_hash and p.index not in folded]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
@@ -203,6 +203,15 @@ class Puts:
             )  # fmt: skip
         else:
             replies = await commit([item(p, 1 if p.index in checked else 0) for p in todo])
+        # A put linked in its commit: its parent's block as it was before the commit (the
+        # roll back below keeps a child of a stored block); one that must be checked first was
+        # linked all the same and is sent again, or undone, with that generation.
+        for p, r in zip(todo, replies):
+            if r.link is not None:
+                p.parent_stored = r.link[1]
+                if r.code == CHECK_CYCLE:
+                    p.gen = r.link[0]
+                    folded.discard(p.index)
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).
@@ -214,7 +223,7 @@ class Puts:
             for j, bad in zip(again, cycles):
                 if bad:
                     replies[j] = Committed(
-                        int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], False
+                        int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], False, None
                     )
             resend = [j for j, bad in zip(again, cycles) if not bad]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
@@ -257,37 +266,50 @@ class Puts:
         return failed
 
     @staticmethod
-    def _folded(puts: Sequence[PutItem]) -> set[int]:
+    def _folded(puts: Sequence[PutItem], limit: int) -> set[int]:
         """The puts (their indices) whose commit links them, parent first, in the same script
-        call (FOLD_LINK): the parent block is an earlier put of the chunk in the same shard, and
-        the put's own block gets no child from the link step (whose shell parent would need the
+        call (FOLD_LINK): the parent block is an earlier put of the chunk in the same shard, the
+        shard's puts fit one call (``limit``, ``script_batch_size``: a longer group is split
+        into calls, and a parent that is stored could be evicted between two of them), and the
+        put's own block gets no child from the link step (whose shell parent would need the
         cycle check at its commit, a second round trip). So a chain put in one shard has no
         link step, no shell parents and no cycle check; a chain that crosses shards keeps the
         link step from its last crossing up."""
-        same = [n for n, p in enumerate(puts) if p.pshard == p.shard]  # pshard -1: no parent
-        if not same:  # a cluster's batch, mostly: its chains cross shards
+        counts: dict[int, int] = {}
+        for p in puts:
+            if p.pshard == p.shard:  # pshard -1: no parent
+                counts[p.shard] = counts.get(p.shard, 0) + 1
+        if not counts:  # a cluster's batch, mostly: its chains cross shards
             return set()
+        shard_size: dict[int, int] = {}
+        for p in puts:
+            if p.shard in counts:
+                shard_size[p.shard] = shard_size.get(p.shard, 0) + 1
         first: dict[str, int] = {}
         for n, p in enumerate(puts):
             first.setdefault(p.prefix, n)
-        foldable = {n for n in same if first.get(puts[n].cfg.parent_block_hash, n) < n}
-        if not foldable:
-            return set()
-        # Blocks that the link step gives a child: from the end, as a put is folded only when
-        # none of its children (later puts, or earlier ones that cannot fold) is linked there.
-        linked_parents = {
-            p.cfg.parent_block_hash
+        foldable = {
+            n
             for n, p in enumerate(puts)
-            if p.cfg.parent_block_hash and n not in foldable
+            if p.pshard == p.shard
+            and shard_size[p.shard] <= limit
+            and first.get(p.cfg.parent_block_hash, n) < n
         }
-        out: set[int] = set()
-        for n in range(len(puts) - 1, -1, -1):
-            p = puts[n]
-            if n in foldable and p.prefix not in linked_parents:
-                out.add(p.index)
-            elif p.cfg.parent_block_hash:
-                linked_parents.add(p.cfg.parent_block_hash)
-        return out
+        # Blocks that the link step gives a child, until no fold is undone: a put is folded
+        # only when none of its block's children (later puts, or earlier ones that cannot
+        # fold) is linked by the link step.
+        out = set(foldable)
+        while out:
+            linked_parents = {
+                p.cfg.parent_block_hash
+                for n, p in enumerate(puts)
+                if p.cfg.parent_block_hash and n not in out
+            }
+            keep = {n for n in out if puts[n].prefix not in linked_parents}
+            if keep == out:
+                break
+            out = keep
+        return {puts[n].index for n in out}
 
     @staticmethod
     def _orphan_puts(linked: Sequence[PutItem], in_batch: set[str]) -> list[PutItem]:

@@ -38,7 +38,7 @@ Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generat
 def _cycle_msg(it: RegisterItem) -> str:
     return (
         f"parent_prefix_hash: {it.parent_prefix_hash} is below {it.prefix_hash} in the tree;"
-        " the link would close a parent cycle"
+        " the link would close a parent cycle (or give the node a second parent in this batch)"
     )
 
 

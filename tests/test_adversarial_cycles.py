@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
 from mooncake_redis.fsck import fsck
 from mooncake_redis.keys import HASH_FIELDS, node_child_field
@@ -87,6 +89,41 @@ async def test_puts_cannot_close_a_cycle(make_service: Any) -> None:
     report = await fsck(svc)
     assert report.clean, report.to_dict()
     await evicts_everything(svc, [a0, b0, f"{e}_0_k", f"{f}_0_k", f"{g}_0_k"])
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+async def test_two_parents_for_one_block_in_one_batch_cannot_close_a_cycle(
+    make_service: Any, shards: int
+) -> None:
+    """b (one key stored, no parent) gets two keys in one batch naming two parents, x and c, and
+    c is put under b in the same batch. The batch's check accepted b under x for the first key,
+    whose commit then fails (the key exists): the second key, under c, must not pass as
+    checked (it closes b -> c -> b). It is refused as b's second parent in the batch."""
+    svc = await make_service(enable_radix_tree=True, default_kv_lease_ttl_ms=0, num_shards=shards)
+    await svc.mount_segment(Segment("s", "s", 1 << 40, 1 << 20), "c")
+    x, b, c = h("cy2-x"), h("cy2-b"), h("cy2-c")
+    b0, b1 = f"{b}_0_k", f"{b}_1_k"
+    for key in (x, b0):
+        await svc.put_start("c", key, [64])
+        await svc.put_end("c", key)
+    res = await svc.batch_put_start(
+        "c",
+        [b0, b1, c],
+        [[64]] * 3,
+        [
+            ReplicateConfig(parent_block_hash=x),
+            ReplicateConfig(parent_block_hash=c),
+            ReplicateConfig(parent_block_hash=b),
+        ],
+    )
+    assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.OBJECT_ALREADY_EXISTS
+    assert isinstance(res[1], MooncakeError) and res[1].code == ErrorCode.INVALID_PARAMS
+    assert "second parent" in res[1].message
+    ok = [k for k, r in zip([b0, b1, c], res) if not isinstance(r, MooncakeError)]
+    for key in ok:
+        await svc.put_end("c", key)
+    report = await fsck(svc)
+    assert report.clean, report.to_dict()
 
 
 async def forge_cycle(svc: MasterService, ring: list[str]) -> None:

@@ -221,3 +221,117 @@ async def test_any_batch_of_parents_keeps_an_acyclic_tree(
         if alive[b] and p in alive:
             assert alive[p], (i, parents)
     await assert_clean(svc)
+
+
+async def test_a_folded_child_of_a_stored_block_is_kept_when_a_sibling_fails(
+    make_service: Any,
+) -> None:
+    """Block p (two keys) is stored; the batch puts p_0_k again (it exists), a new p_3_k, a
+    p_2_k that gets no buffer, and a child c of p. p's block is in the roll back's bad set (so
+    p_3_k is revoked), but it was stored before the batch: c stays, as with the link step (the
+    link's stored flag is the block's state before the commit, without the p_3_k it wrote)."""
+    svc = await evict_service(make_service, 1 << 20, num_shards=1)
+    p, c = h("ps-p"), h("ps-c")
+    assert await put_blocks(svc, [(p, "")], keys_per_block=2) == 2
+    keys = [f"{p}_0_k", f"{p}_3_k", f"{p}_2_k", c]
+    res = await svc.batch_put_start(
+        CLIENT,
+        keys,
+        [4096, 4096, 1 << 21, 4096],
+        [ReplicateConfig()] * 3 + [ReplicateConfig(parent_block_hash=p)],
+    )
+    assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.OBJECT_ALREADY_EXISTS
+    assert isinstance(res[1], MooncakeError) and "rolled back" in res[1].message
+    assert isinstance(res[2], MooncakeError) and res[2].code == ErrorCode.INVALID_PARAMS
+    assert isinstance(res[3], list), res[3]
+    assert await svc.batch_put_end(CLIENT, [c]) == [None]
+    assert await svc.batch_exist_key([f"{p}_0_k", f"{p}_1_k", c]) == [True] * 3
+    await assert_clean(svc)
+
+
+async def test_a_shard_split_over_calls_folds_nothing(make_service: Any) -> None:
+    """With more puts in a shard than one script call takes (script_batch_size), a child could
+    be committed in a later call than its parent's refused re-put, and an eviction between the
+    two could take the parent: such a chunk keeps the link step, whose edge protects it."""
+    svc = await evict_service(
+        make_service, 1 << 24, num_shards=1, script_batch_size=1, default_kv_lease_ttl_ms=0
+    )
+    p, c = h("split-p"), h("split-c")
+    assert await put_blocks(svc, [(p, "")]) == 1
+    calls = record_calls(svc)
+    real = svc.backend.call
+    evicted: list[int] = []
+
+    async def call(name: str, keys: Any, args: Any, node: Any = None) -> Any:
+        reply = await real(name, keys, args, node)
+        if name == "put_start" and not evicted:
+            evicted.append((await svc.evict_once(max_objects=1)).evicted_objects)
+        return reply
+
+    svc.backend.call = call  # type: ignore[method-assign]
+    res = await svc.batch_put_start(
+        CLIENT, [p, c], [4096, 4096], [ReplicateConfig(), ReplicateConfig(parent_block_hash=p)]
+    )
+    assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.OBJECT_ALREADY_EXISTS
+    assert isinstance(res[1], list)
+    assert [x.name for x in calls].count("radix_link") == 1  # not folded
+    assert evicted == [0]  # p has a child from the link step: not a leaf
+    assert await svc.batch_put_end(CLIENT, [c]) == [None]
+    assert await svc.batch_exist_key([p, c]) == [True, True]
+    await assert_clean(svc)
+
+
+@pytest.mark.parametrize("cycle", [False, True])
+async def test_a_folded_put_that_must_be_checked_is_linked_first(
+    make_service: Any, cycle: bool
+) -> None:
+    """p is a stored leaf (the oldest); r exists as a root with a child x. The batch puts p
+    again (it exists) and then r under p (folded). r's commit answers "check first": it is
+    linked all the same, so an eviction pass before the resend cannot take p (the link step's
+    edge would have protected it too), then sent again with that generation; or, when p is
+    below r, refused and its edge undone."""
+    svc = await evict_service(make_service, 1 << 24, num_shards=1, default_kv_lease_ttl_ms=0)
+    r, x, p = h("chk-r"), h("chk-x"), h("chk-p")
+    if cycle:  # p under x under r: r under p would close a cycle
+        assert await put_blocks(svc, [(r, ""), (x, r), (p, x)]) == 3
+    else:
+        assert await put_blocks(svc, [(p, "")]) == 1
+        assert await put_blocks(svc, [(r, ""), (x, r)]) == 2
+    calls = record_calls(svc)
+    real = svc.backend.call
+    evicted: list[int] = []
+
+    async def call(name: str, keys: Any, args: Any, node: Any = None) -> Any:
+        reply = await real(name, keys, args, node)
+        if name == "put_start" and not evicted:  # between the commit and its resend
+            evicted.append((await svc.evict_once(max_objects=1)).evicted_objects)
+        return reply
+
+    svc.backend.call = call  # type: ignore[method-assign]
+    res = await svc.batch_put_start(
+        CLIENT,
+        [p, r + "_1_k"],
+        [4096, 4096],
+        [
+            ReplicateConfig(parent_block_hash=x if cycle else ""),
+            ReplicateConfig(parent_block_hash=p),
+        ],
+    )
+    svc.backend.call = real  # type: ignore[method-assign]
+    assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.OBJECT_ALREADY_EXISTS
+    # r's link is made by its commit (the cycle case links p's own parent x beforehand)
+    assert [c.name for c in calls].count("radix_link") == (1 if cycle else 0)
+    # the commit, then (no cycle) the resend
+    assert [c.name for c in calls].count("put_start") == (1 if cycle else 2)
+    # p is no leaf once r is linked: the pass takes x (or, in the cycle, finds no leaf at all)
+    assert evicted == [0 if cycle else 1]
+    if cycle:
+        assert isinstance(res[1], MooncakeError) and "cycle" in res[1].message
+        assert await edge(svc, p, r) is None
+    else:
+        assert isinstance(res[1], list), res[1]
+        assert await svc.batch_exist_key([p]) == [True]  # x went, not p
+        assert (await svc.get_keys_by_prefix(r)).parent_prefix_hash == p
+        assert await edge(svc, p, r) is not None
+        assert await svc.batch_put_end(CLIENT, [r + "_1_k"]) == [None]
+    await assert_clean(svc)

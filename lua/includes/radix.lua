@@ -391,18 +391,20 @@ local function radix_link_edge(tag, parent, child, now)
 end
 
 -- Whether a node's block is completely stored: it has registered keys and every one of them
--- is an object with all replicas COMPLETE (st = 'C'). Objects share the node's shard.
-local function radix_block_stored(tag, h)
-  local keys = radix_keys(tag, h)
-  if #keys == 0 then
-    return 0
-  end
-  for _, k in ipairs(keys) do
-    if redis.call('HGET', K.obj(tag, k), F.obj.status) ~= 'C' then
-      return 0
+-- is an object with all replicas COMPLETE (st = 'C'). Objects share the node's shard. skip
+-- (optional): keys to leave out, as if not registered (put_start's keys new in its call: the
+-- block as it was before the call).
+local function radix_block_stored(tag, h, skip)
+  local n = 0
+  for _, k in ipairs(radix_keys(tag, h)) do
+    if not (skip and skip[k]) then
+      if redis.call('HGET', K.obj(tag, k), F.obj.status) ~= 'C' then
+        return 0
+      end
+      n = n + 1
     end
   end
-  return 1
+  return n > 0 and 1 or 0
 end
 
 -- The parent side of one link parent -> child (cf: the child's edge field) in a call that
@@ -412,8 +414,9 @@ end
 -- HMGET): whether its block is stored and not an orphan, whether it is rooted (linking changes
 -- neither), the generations this call gave its edges, its child count, exposed. Per pair one
 -- HSET: the edge, the child count when the edge is new, tiered (exposing): the parent
--- exposed. Returns the link generation (a number), stored (0/1) and rooted (0/1).
-local function radix_link_pair(tag, parent, child, cf, seen, acc, exposing, now)
+-- exposed. Returns the link generation (a number), stored (0/1) and rooted (0/1). skip
+-- (optional): keys stored is judged without (radix_block_stored).
+local function radix_link_pair(tag, parent, child, cf, seen, acc, exposing, now, skip)
   radix_child_field_is(child, cf)
   local p = seen[parent]
   local gen = now
@@ -425,9 +428,11 @@ local function radix_link_pair(tag, parent, child, cf, seen, acc, exposing, now)
     local stored = 0
     if pp then
       if f[2] == '1' and f[3] then -- one key, the block hash itself (MLA): no key walk
-        stored = redis.call('HGET', K.obj(tag, parent), F.obj.status) == 'C' and 1 or 0
+        if not (skip and skip[parent]) then
+          stored = redis.call('HGET', K.obj(tag, parent), F.obj.status) == 'C' and 1 or 0
+        end
       else
-        stored = radix_block_stored(tag, parent)
+        stored = radix_block_stored(tag, parent, skip)
       end
       if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
         stored = 0

@@ -39,6 +39,9 @@ class Committed(NamedTuple):
     message: str
     replica_ids: list[int]
     adopted: bool  # failed, but the node already names the parent: keep the edge
+    # FOLD_LINK: the link put_start made (its generation, whether the parent block was stored
+    # before the call); with CHECK_CYCLE too (the edge stands until the resend or the undo)
+    link: tuple[int, bool] | None = None
 
 
 class Precheck(NamedTuple):
@@ -98,16 +101,22 @@ async def put_start(
     head.append(len(seg_index))
     for desc in seg_index:
         head.extend(desc)
-    replies: list[Committed] = [Committed(0, "", [], False)] * len(items)
+    replies: list[Committed] = [Committed(0, "", [], False, None)] * len(items)
     conts: list[RawContinuation] = []
     new = tuple.__new__  # Committed(...) without its Python __new__ (one per item)
     for idx, (rs, cs) in await ctx.run_sharded("put_start", items, head):
-        for i, (code, msg, ids, adopted) in zip(idx, rs):
+        for i, (code, msg, ids, adopted, link) in zip(idx, rs):
             # int() reads the ids' bytes as they come (decimal digits); a success's message
             # is empty (no decode).
             replies[i] = new(
                 Committed,
-                (int(code), _s(msg) if msg else "", [int(x) for x in ids], bool(int(adopted))),
+                (
+                    int(code),
+                    _s(msg) if msg else "",
+                    [int(x) for x in ids],
+                    bool(int(adopted)),
+                    (int(link[0]), bool(int(link[1]))) if link else None,
+                ),
             )
         conts.extend(cs)
     return replies, conts
