@@ -252,7 +252,25 @@ class Puts:
                     )
                 )  # fmt: skip
             results[p.index] = descs
-        # Failed items: free their buffers, drop the parent edges made for them.
+        # Failed items: free their buffers, drop the parent edges made for them. Keys of one
+        # block put under one parent share one edge, of the last link's generation: when one of
+        # them is stored, a failed one's edge is adopted (the node's generation raised to it,
+        # as put_start does for a sibling stored before it), not dropped from under it.
+        shared = [p for p in failed if p.gen and not p.adopted]
+        if shared:
+            kept = {
+                (p.prefix, p.cfg.parent_block_hash)
+                for p in todo
+                if p.cfg.parent_block_hash and not isinstance(results[p.index], MooncakeError)
+            }
+            shared = [p for p in shared if (p.prefix, p.cfg.parent_block_hash) in kept]
+        if shared:
+            checks = [
+                Precheck(p.shard, p.key, p.prefix, p.cfg.parent_block_hash, p.gen) for p in shared
+            ]
+            adopt = await put_precheck(self.ctx, checks)
+            for p, (_, adopted) in zip(shared, adopt):
+                p.adopted = adopted
         undo = [
             (p.cfg.parent_block_hash, p.pshard, p.prefix, str(p.gen))
             for p in failed

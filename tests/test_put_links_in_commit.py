@@ -335,3 +335,36 @@ async def test_a_folded_put_that_must_be_checked_is_linked_first(
         assert await edge(svc, p, r) is not None
         assert await svc.batch_put_end(CLIENT, [r + "_1_k"]) == [None]
     await assert_clean(svc)
+
+
+@pytest.mark.parametrize("how", ["exists", "no buffer"])
+async def test_a_failed_key_leaves_the_edge_its_stored_sibling_uses(
+    make_service: Any, how: str
+) -> None:
+    """Two keys of block b1 under one parent b2 share one edge, of the last link's generation.
+    k1 must be cycle-checked first (b1 is a root with a child) and is sent again; k0 fails
+    (it exists, or gets no buffer: then b1 is not accepted whole and k1 is rolled back). k0's
+    edge is adopted by b1 (its generation raised to the edge's), not dropped from under k1: b2
+    still lists b1, whose generation matches (fsck)."""
+    svc = await evict_service(make_service, 1 << 24, num_shards=1)
+    b1, b0, b2 = h("se-b1"), h("se-b0"), h("se-b2")
+    k0, k1 = f"{b1}_0_k", f"{b1}_1_k"
+    stored = [k0] if how == "exists" else [f"{b1}_5_k"]  # b1: a stored root
+    res = await svc.batch_put_start(CLIENT, stored, [4096], [ReplicateConfig()])
+    assert await svc.batch_put_end(CLIENT, stored) == [None]
+    assert await put_blocks(svc, [(b0, b1), (b2, "")]) == 2
+    res = await svc.batch_put_start(
+        CLIENT,
+        [k1, k0],
+        [4096, 4096 if how == "exists" else 1 << 30],
+        [ReplicateConfig(parent_block_hash=b2), ReplicateConfig(parent_block_hash=b2)],
+    )
+    assert isinstance(res[1], MooncakeError)
+    if how == "exists":
+        assert isinstance(res[0], list), res[0]
+        assert await svc.batch_put_end(CLIENT, [k1]) == [None]
+    else:  # b1 was not accepted whole: k1 is rolled back, the edge goes with it or stays right
+        assert isinstance(res[0], MooncakeError) and "rolled back" in res[0].message
+    assert await edge(svc, b2, b1) is not None
+    assert (await svc.get_keys_by_prefix(b1)).parent_prefix_hash == b2
+    await assert_clean(svc)
