@@ -297,6 +297,13 @@ each_group(function(tag, shard, n)
       for j, rep in ipairs(store_replicas(f[2])) do
         ids[j] = rep.id
       end
+      -- Written by this put (a resent call whose reply was lost): new in the batch, and, linked
+      -- here, the parent block's stored flag is reported again (read only: the edge stands).
+      fresh[key] = true
+      if gen == 'f' then
+        local g = redis.call('HMGET', K.node(tag, radix_parent_hash(parent)), F.node.parent, F.node.nkeys, '.')
+        link = { '0', g[1] and radix_parent_stored(tag, radix_parent_hash(parent), g[2], g[3], fresh) or 0 }
+      end
     elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made here
       adopted = store_adopt_edge(tag, prefix, parent, gen)
     end

@@ -84,14 +84,15 @@ class ParentChains:
             self.up[x] = cur
         return cur
 
-    async def closes_cycle(self, child: str, parent: str) -> bool:
+    async def closes_cycle(self, child: str, parent: str) -> bool | None:
         """Whether child, a root with children, would become its own ancestor under parent;
-        also True for another parent of a child this batch's check already gave one (two keys
-        of one block naming two parents): passed as checked, it could close a cycle once the
-        first link's commit fails (the key exists), as the check assumed that link."""
+        None for another parent of a child this batch's check already gave one (two keys of one
+        block naming two parents): this check assumed the first link, which a failed commit
+        (the key exists) may not make, so the step must check itself against what is written
+        (send it unchecked: it answers "already has a parent", or CHECK_CYCLE)."""
         given = self.given.get(child)
         if given is not None:
-            return given != parent
+            return None if given != parent else False
         above = self.up.get(child)
         if above is None:
             await self._load(child)
@@ -110,17 +111,18 @@ class ParentChains:
 
 async def check_links(
     ctx: Context, links: Sequence[tuple[str, str]], rooted: Iterable[str] = ()
-) -> list[bool]:
+) -> list[bool | None]:
     """For (child, parent) links whose child is a root with children, in batch order: True
-    when the link would close a cycle (refuse it), False to send it as checked. ``rooted``:
+    when the link would close a cycle (refuse it), False to send it as checked, None to send it
+    unchecked (a second parent for a child: :meth:`ParentChains.closes_cycle`). ``rooted``:
     nodes the batch's link step found without a parent (read no further)."""
     chains = ParentChains(ctx)
     chains.up.update(dict.fromkeys(rooted, ""))
     await chains._load(*(h for link in links for h in link))  # the whole batch at once
-    out = []
+    out: list[bool | None] = []
     for child, parent in links:
         bad = await chains.closes_cycle(child, parent)
-        if not bad:
+        if bad is False:
             chains.accept(child, parent)
         out.append(bad)
     return out

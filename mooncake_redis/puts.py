@@ -53,7 +53,14 @@ def no_space_error(p: PutItem) -> MooncakeError:
 def _cycle_msg(p: PutItem) -> str:
     return (
         f"parent_block_hash: block {p.cfg.parent_block_hash} is below {p.prefix};"
-        " the put would close a parent cycle (or give the block a second parent in this batch)"
+        " the put would close a parent cycle"
+    )
+
+
+def _second_parent_msg(p: PutItem) -> str:
+    return (
+        f"parent_block_hash: block {p.prefix} is given another parent by this batch;"
+        f" it cannot also take {p.cfg.parent_block_hash}"
     )
 
 
@@ -180,14 +187,15 @@ class Puts:
         checked: set[int] = set()
         if pre:
             links_pre = [(p.prefix, p.cfg.parent_block_hash) for p in pre]
+            refused: set[int] = set()
             for p, bad in zip(pre, await check_links(self.ctx, links_pre, rooted)):
                 if bad:
                     results[p.index] = MooncakeError(ErrorCode.INVALID_PARAMS, _cycle_msg(p))
                     failed.append(p)
-                else:
+                    refused.add(p.index)
+                elif bad is False:  # None: a second parent, the commit checks itself
                     checked.add(p.index)
-            pre_ix = {p.index for p in pre}
-            todo = [p for p in todo if p.index in checked or p.index not in pre_ix]
+            todo = [p for p in todo if p.index not in refused]
         if radix:  # the common case: each Commit built inline (tuple.__new__: no Python call)
             new = tuple.__new__
             replies = await commit(
@@ -221,11 +229,10 @@ class Puts:
                 self.ctx, [(todo[j].prefix, todo[j].cfg.parent_block_hash) for j in again]
             )
             for j, bad in zip(again, cycles):
-                if bad:
-                    replies[j] = Committed(
-                        int(ErrorCode.INVALID_PARAMS), _cycle_msg(todo[j]), [], False, None
-                    )
-            resend = [j for j, bad in zip(again, cycles) if not bad]
+                if bad is not False:  # None: a second parent for the block, both to be checked
+                    msg = _cycle_msg(todo[j]) if bad else _second_parent_msg(todo[j])
+                    replies[j] = Committed(int(ErrorCode.INVALID_PARAMS), msg, [], False, None)
+            resend = [j for j, bad in zip(again, cycles) if bad is False]
             for j, r in zip(resend, await commit([item(todo[j], 1) for j in resend])):
                 replies[j] = r
         # The descriptors (_descriptor inline): u64 hex values parsed once per distinct value

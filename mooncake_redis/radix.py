@@ -38,7 +38,7 @@ Continuation = tuple[str, int, str, str]  # parent, parent shard, child, generat
 def _cycle_msg(it: RegisterItem) -> str:
     return (
         f"parent_prefix_hash: {it.parent_prefix_hash} is below {it.prefix_hash} in the tree;"
-        " the link would close a parent cycle (or give the node a second parent in this batch)"
+        " the link would close a parent cycle"
     )
 
 
@@ -130,8 +130,8 @@ class RadixIndex:
         if pre:
             pairs = [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in pre]
             for j, bad in zip(pre, await check_links(self.ctx, pairs, rooted)):
-                refused[j] = bad
-                checked[j] = 1
+                refused[j] = bool(bad)
+                checked[j] = 1 if bad is False else 0  # None: a second parent, checked there
         send = [j for j in range(len(valid)) if not refused.get(j)]
         replies: list[tuple[int, str]] = [
             (int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1])) if refused.get(j) else (0, "")
@@ -149,9 +149,9 @@ class RadixIndex:
                 self.ctx, [(valid[j][1].prefix_hash, valid[j][1].parent_prefix_hash) for j in again]
             )
             for j, bad in zip(again, cycles):
-                if bad:
+                if bad is not False:  # None: a second parent for the node, both to be checked
                     replies[j] = (int(ErrorCode.INVALID_PARAMS), _cycle_msg(valid[j][1]))
-            resend = [j for j, bad in zip(again, cycles) if not bad]
+            resend = [j for j, bad in zip(again, cycles) if bad is False]
             fresh = await radix_register(
                 self.ctx, [reg_item(valid[j][1], gens[j], 1) for j in resend]
             )

@@ -368,3 +368,91 @@ async def test_a_failed_key_leaves_the_edge_its_stored_sibling_uses(
     assert await edge(svc, b2, b1) is not None
     assert (await svc.get_keys_by_prefix(b1)).parent_prefix_hash == b2
     await assert_clean(svc)
+
+
+@pytest.mark.parametrize("order", ["existing first", "new first"])
+async def test_a_key_that_exists_does_not_take_its_blocks_parent_from_a_new_key(
+    make_service: Any, order: str
+) -> None:
+    """Root block c has one stored key; the batch puts d under c (so c's keys are checked
+    before the commit), the stored key again under p1 and a new key under p2. The stored key
+    answers OBJECT_ALREADY_EXISTS and the new key is stored under p2, in either order: the
+    cycle check sends a second parent unchecked instead of refusing it (its commit checks it
+    against what was written)."""
+    svc = await evict_service(make_service, 1 << 26, num_shards=1, default_kv_lease_ttl_ms=0)
+    c, p1, p2, d = h("gv-c"), h("gv-p1"), h("gv-p2"), h("gv-d")
+    assert await put_blocks(svc, [(p1, ""), (p2, "")]) == 2
+    k0, k1 = f"{c}_0_k", f"{c}_1_k"
+    assert isinstance(
+        (await svc.batch_put_start(CLIENT, [k0], [4096], [ReplicateConfig()]))[0], list
+    )
+    assert await svc.batch_put_end(CLIENT, [k0]) == [None]
+    pairs = (
+        [(d, c), (k0, p1), (k1, p2)] if order == "existing first" else [(d, c), (k1, p2), (k0, p1)]
+    )
+    res = await svc.batch_put_start(
+        CLIENT,
+        [k for k, _ in pairs],
+        [4096] * 3,
+        [ReplicateConfig(parent_block_hash=p) for _, p in pairs],
+    )
+    got = {k: (0 if isinstance(r, list) else int(r.code)) for (k, _), r in zip(pairs, res)}
+    assert got == {d: 0, k0: int(ErrorCode.OBJECT_ALREADY_EXISTS), k1: 0}, res
+    assert await svc.batch_put_end(CLIENT, [d, k1]) == [None, None]
+    assert (await svc.get_keys_by_prefix(c)).parent_prefix_hash == p2
+    await assert_clean(svc)
+
+
+@pytest.mark.parametrize("lose", [False, True])
+async def test_a_lost_commit_reply_keeps_the_parents_stored_flag(
+    make_service: Any, lose: bool
+) -> None:
+    """put_start is sent again when its reply is lost (idempotent: the keys it wrote answer
+    'again'). A folded child's 'again' still reports that its parent block was stored before
+    the batch, so the roll back of the block's failed new key keeps the child."""
+    svc = await evict_service(make_service, 1 << 26, num_shards=1, default_kv_lease_ttl_ms=0)
+    p, c = h("ag-p"), h("ag-c")
+    p0, p1, p2 = f"{p}_0_k", f"{p}_1_k", f"{p}_2_k"
+    await svc.batch_put_start(CLIENT, [p0, p1], [1000, 1000], [ReplicateConfig()] * 2)
+    assert await svc.batch_put_end(CLIENT, [p0, p1]) == [None, None]
+    real = svc.backend.call
+    lost: list[Any] = []
+
+    async def call(name: str, keys: Any, args: Any, node: Any = None) -> Any:
+        if lose and name == "put_start" and not lost:
+            lost.append(await real(name, keys, args, node))  # it ran; its reply is lost
+        return await real(name, keys, args, node)
+
+    svc.backend.call = call  # type: ignore[method-assign]
+    res = await svc.batch_put_start(
+        CLIENT, [p2, c], [1 << 30, 1000], [ReplicateConfig(), ReplicateConfig(parent_block_hash=p)]
+    )
+    svc.backend.call = real  # type: ignore[method-assign]
+    assert isinstance(res[0], MooncakeError) and isinstance(res[1], list), res
+    assert len(lost) == int(lose)
+    assert await svc.batch_put_end(CLIENT, [c]) == [None]
+    await assert_clean(svc)
+
+
+async def test_a_nodes_link_generation_never_falls_below_its_edge(make_service: Any) -> None:
+    """A key that gets no buffer adopts its bumped edge before the commit (the node's link
+    generation rises to it); a sibling stored in the commit with the older generation must not
+    lower it, or removing the block later leaves the edge behind (fsck: dangling_edge)."""
+    svc = await evict_service(make_service, 1 << 26, num_shards=1, default_kv_lease_ttl_ms=0)
+    p, c = h("gg-p"), h("gg-c")
+    ks = [f"{c}_{i}_k" for i in range(3)]
+    await svc.batch_put_start(CLIENT, [p], [1000], [ReplicateConfig()])
+    assert await svc.batch_put_end(CLIENT, [p]) == [None]
+    await svc.batch_put_start(CLIENT, ks[:1], [1000], [ReplicateConfig(parent_block_hash=p)])
+    assert await svc.batch_put_end(CLIENT, ks[:1]) == [None]
+    res = await svc.batch_put_start(
+        CLIENT, ks[1:], [1000, 1 << 30], [ReplicateConfig(parent_block_hash=p)] * 2
+    )
+    assert isinstance(res[1], MooncakeError)  # and so ks[1] is rolled back (c not whole)
+    ok = [k for k, r in zip(ks[1:], res) if isinstance(r, list)]
+    assert await svc.batch_put_end(CLIENT, ok) == [None] * len(ok)
+    await assert_clean(svc)
+    await svc.batch_remove([ks[0], *ok], force=True)
+    assert await svc.batch_exist_key(ks) == [False] * 3
+    await assert_clean(svc)
+    assert await edge(svc, p, c) is None

@@ -407,6 +407,24 @@ local function radix_block_stored(tag, h, skip)
   return n > 0 and 1 or 0
 end
 
+-- Whether node parent's block is completely stored and the node is no orphan (a put under it
+-- cannot make an orphan): nk and dot, its key count and '.' field as read; skip as
+-- radix_block_stored's. For a node that exists.
+local function radix_parent_stored(tag, parent, nk, dot, skip)
+  local stored = 0
+  if nk == '1' and dot then -- one key, the block hash itself (MLA): no key walk
+    if not (skip and skip[parent]) then
+      stored = redis.call('HGET', K.obj(tag, parent), F.obj.status) == 'C' and 1 or 0
+    end
+  else
+    stored = radix_block_stored(tag, parent, skip)
+  end
+  if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
+    stored = 0
+  end
+  return stored
+end
+
 -- The parent side of one link parent -> child (cf: the child's edge field) in a call that
 -- links several (radix_link's pairs; put_start's in-call links): adds the edge, creating a
 -- shell parent if needed, and takes the parent out of the leaf index (acc.unleaf: the caller
@@ -425,19 +443,7 @@ local function radix_link_pair(tag, parent, child, cf, seen, acc, exposing, now,
   if not p then
     local f = redis.call('HMGET', K.node(tag, parent), F.node.parent, F.node.nkeys, '.', F.node.exposed, F.node.nchildren, cf)
     local pp = f[1]
-    local stored = 0
-    if pp then
-      if f[2] == '1' and f[3] then -- one key, the block hash itself (MLA): no key walk
-        if not (skip and skip[parent]) then
-          stored = redis.call('HGET', K.obj(tag, parent), F.obj.status) == 'C' and 1 or 0
-        end
-      else
-        stored = radix_block_stored(tag, parent, skip)
-      end
-      if stored == 1 and redis.call('ZSCORE', K.orphans(tag), parent) then
-        stored = 0
-      end
-    end
+    local stored = pp and radix_parent_stored(tag, parent, f[2], f[3], skip) or 0
     -- kids: the generations this call gave the parent's edges; a parent created here has no
     -- other edge, so its edges' last generations need no read.
     p = { stored, (not pp or pp == '') and 1 or 0, kids = {}, fresh = not pp,
@@ -608,7 +614,9 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
   -- key (f.kf), its registration and the key count.
   -- (with extra, the node's pairs go after the caller's in its own table: no copy)
   local w, n = extra or { false, false, false, false, false, false, false, false, false, false }, extra and nextra or 0
-  if parent ~= '' and (cur ~= parent or tostring(f[3]) ~= tostring(gen)) then
+  -- The same parent: its generation only rises (a sibling key's older link, sent after a newer
+  -- one was adopted, must not lower it below the edge's).
+  if parent ~= '' and (cur ~= parent or (tonumber(gen) or 0) > (tonumber(f[3]) or 0)) then
     -- linked in the ms the node was made (the common case: a put's link step made it as a
     -- parent, or the put makes it now) and no g stored: none (radix_link_gen)
     if not f[RADIX_PRE_G] and tostring(gen) == (cur and f[RADIX_PRE_T] or radix_ms(now)) then
