@@ -24,6 +24,7 @@ from .models import (
 )
 from .prefix import check_keys, check_str
 from .put_checks import ConfigArg, PutChecks
+from .put_links import folded_puts
 from .radix import RadixIndex
 from .types import replica_descriptor
 
@@ -131,7 +132,7 @@ class Puts:
         """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
         buffers freed, their fresh parent edges dropped)."""
         radix = self.ctx.config.enable_radix_tree
-        folded = self._folded(puts, self.ctx.config.script_batch_size) if radix else set()
+        folded = folded_puts(puts, self.ctx.config.script_batch_size) if radix else set()
         linked = [p for p in puts if radix and p.cfg.parent_block_hash and p.index not in folded]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
@@ -289,52 +290,6 @@ class Puts:
                 self.radix.finish_unlinks([*conts, *undo]),
             )
         return failed
-
-    @staticmethod
-    def _folded(puts: Sequence[PutItem], limit: int) -> set[int]:
-        """The puts (their indices) whose commit links them, parent first, in the same script
-        call (FOLD_LINK): the parent block is an earlier put of the chunk in the same shard, the
-        shard's puts fit one call (``limit``, ``script_batch_size``: a longer group is split
-        into calls, and a parent that is stored could be evicted between two of them), and the
-        put's own block gets no child from the link step (whose shell parent would need the
-        cycle check at its commit, a second round trip). So a chain put in one shard has no
-        link step, no shell parents and no cycle check; a chain that crosses shards keeps the
-        link step from its last crossing up."""
-        counts: dict[int, int] = {}
-        for p in puts:
-            if p.pshard == p.shard:  # pshard -1: no parent
-                counts[p.shard] = counts.get(p.shard, 0) + 1
-        if not counts:  # a cluster's batch, mostly: its chains cross shards
-            return set()
-        shard_size: dict[int, int] = {}
-        for p in puts:
-            if p.shard in counts:
-                shard_size[p.shard] = shard_size.get(p.shard, 0) + 1
-        first: dict[str, int] = {}
-        for n, p in enumerate(puts):
-            first.setdefault(p.prefix, n)
-        foldable = {
-            n
-            for n, p in enumerate(puts)
-            if p.pshard == p.shard
-            and shard_size[p.shard] <= limit
-            and first.get(p.cfg.parent_block_hash, n) < n
-        }
-        # Blocks that the link step gives a child, until no fold is undone: a put is folded
-        # only when none of its block's children (later puts, or earlier ones that cannot
-        # fold) is linked by the link step.
-        out = set(foldable)
-        while out:
-            linked_parents = {
-                p.cfg.parent_block_hash
-                for n, p in enumerate(puts)
-                if p.cfg.parent_block_hash and n not in out
-            }
-            keep = {n for n in out if puts[n].prefix not in linked_parents}
-            if keep == out:
-                break
-            out = keep
-        return {puts[n].index for n in out}
 
     @staticmethod
     def _orphan_puts(linked: Sequence[PutItem], in_batch: set[str]) -> list[PutItem]:
