@@ -106,6 +106,12 @@ each_group(function(tag, shard, n)
   local acc = radix_acc()
   acc.drop = {} -- nodes made here that got a child here: no leaf entry (radix_link_seed)
   local seen, exposing = {}, radix_tier_state(tag) -- the links made here (radix_link_pair)
+  -- The parent side of an item's link made here (generation 'f'): its generation (decimal
+  -- string) and whether the parent block was stored before this call.
+  local function link_here(parent, prefix)
+    local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now, fresh)
+    return radix_ms(g), stored
+  end
   local objs, bytes, big, proc = 0, 0, '0', {}
   local cur = { base[4], base[5], base[6], base[7] }
   -- The deferred counters in one HSET (a read first unless the group's first read is still
@@ -205,8 +211,7 @@ each_group(function(tag, shard, n)
       -- Linked all the same, as the link step would have before the commit: until the caller
       -- has checked and sent it again (with this generation), the edge keeps the parent from
       -- being evicted as a leaf; a refused cycle drops it (the caller's undo of a failed put).
-      local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now, fresh)
-      link = { radix_ms(g), stored }
+      link = { link_here(parent, prefix) }
     end
     if code == E.OK then
       if takeover then
@@ -274,9 +279,8 @@ each_group(function(tag, shard, n)
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
         if gen == 'f' then -- the parent side of the link, now that the item will be written
-          local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now, fresh)
-          gen = radix_ms(g)
-          link = { gen, stored }
+          link = { link_here(parent, prefix) }
+          gen = link[1]
         end
         -- Merged, its HSET writes the object too. (Its checks are the ones above, on the same
         -- read: it writes; if not, the object is written alone, as before the merge.)
@@ -301,8 +305,9 @@ each_group(function(tag, shard, n)
       -- here, the parent block's stored flag is reported again (read only: the edge stands).
       fresh[key] = true
       if gen == 'f' then
-        local g = redis.call('HMGET', K.node(tag, radix_parent_hash(parent)), F.node.parent, F.node.nkeys, '.')
-        link = { '0', g[1] and radix_parent_stored(tag, radix_parent_hash(parent), g[2], g[3], fresh) or 0 }
+        local ph = radix_parent_hash(parent)
+        local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
+        link = { '0', g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) or 0 }
       end
     elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made here
       adopted = store_adopt_edge(tag, prefix, parent, gen)

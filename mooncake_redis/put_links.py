@@ -5,6 +5,7 @@ the link step's (docs/store.md "Step orders").
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from .allocation import PutItem
@@ -19,16 +20,9 @@ def folded_puts(puts: Sequence[PutItem], limit: int) -> set[int]:
     cycle check at its commit, a second round trip). So a chain put in one shard has no
     link step, no shell parents and no cycle check; a chain that crosses shards keeps the
     link step from its last crossing up."""
-    counts: dict[int, int] = {}
-    for p in puts:
-        if p.pshard == p.shard:  # pshard -1: no parent
-            counts[p.shard] = counts.get(p.shard, 0) + 1
-    if not counts:  # a cluster's batch, mostly: its chains cross shards
-        return set()
-    shard_size: dict[int, int] = {}
-    for p in puts:
-        if p.shard in counts:
-            shard_size[p.shard] = shard_size.get(p.shard, 0) + 1
+    if not any(p.pshard == p.shard for p in puts):  # pshard -1: no parent
+        return set()  # a cluster's batch, mostly: its chains cross shards
+    shard_size = Counter(p.shard for p in puts)
     first: dict[str, int] = {}
     for n, p in enumerate(puts):
         first.setdefault(p.prefix, n)

@@ -463,11 +463,7 @@ local function radix_link_pair(tag, parent, child, cf, seen, acc, exposing, now,
     end
   else
     if p.leaf then -- seeded (radix_link_seed): its pending leaf entry is dropped, not undone
-      if acc.drop then
-        acc.drop[parent] = true
-      else
-        table.insert(acc.unleaf, parent)
-      end
+      acc.drop[parent] = true
       p.leaf = nil
     end
     old = p.kids[child]
@@ -498,7 +494,8 @@ end
 -- Records in seen (radix_link_pair's) node h that this call created with a put of its block
 -- (status P: not stored; no edge, no child, not exposed; in acc.leaf): a child linked to it
 -- later in the call needs no read of it, and its leaf entry, not written yet, is dropped
--- (acc.drop, when the caller's flush filters acc.leaf by it) instead of added and removed.
+-- (acc.drop: a caller that seeds filters acc.leaf by it at its flush) instead of added and
+-- removed.
 -- rooted: h was made without a parent.
 local function radix_link_seed(seen, h, rooted)
   seen[h] = { 0, rooted and 1 or 0, kids = {}, fresh = true, nc = 0, exposed = false, leaf = true }
