@@ -8,22 +8,31 @@
 -- found 'inner' are retried while others go); a parent on another node comes back as a
 -- continuation. Each continuation is also journaled in the shard's unlinks LIST until the
 -- caller has run it (evict_unlinks_ack), so that a successor finishes the cascade of an evictor
--- that died.
+-- that died. On a single Redis (ARGV here = 1) the frees are applied to the segments' allocators
+-- in this call (evict_free.lua) instead of going through the outbox, and the call ends with the
+-- used ratio's read of the given segments (what the pass would read next).
 -- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1); then group count, then per group:
+-- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1), here (1: apply the frees in this
+--       call, a single Redis only), segment count m and m segment anchors (<segment tag>:info)
+--       to read after the frees (here only); then group count, then per group:
 --       anchor, shard index, n, then n items of leaf hash, pick position (children before
 --       their parents: the leaves are tried in that order, so a parent chosen with its
 --       children finds them gone on its first try).
 -- Returns: {1, {per leaf: {status, {erased object key...}, keys unregistered, bytes, parent (as
 --          its node stores it), parent shard}},
---          {continuation...}, {{shard, outbox entry}...}, now ms, {{shard, journal entry}...}},
---          or {0} when fenced.
+--          {continuation...}, {{shard, outbox entry}...} (none when here), now ms,
+--          {{shard, journal entry}...}, {per segment anchor: its segment_info row ({} when
+--          unknown)}}, or {0} when fenced.
 --          status: 'ok' (evicted) or why not ('gone', 'inner', 'hard', 'lease', 'busy', 'soft').
 -- Errors: none.
---!include evict.lua
+--!include evict_free.lua
 
-local epoch, expires, allow_soft = argn(), argn(), argn()
+local epoch, expires, allow_soft, here = argn(), argn(), argn(), argn()
+local usage = {}
+for i = 1, argn() do
+  usage[i] = arg()
+end
 local now = now_ms()
 local groups = evict_groups(2)
 -- The fence read also takes each shard's tier state (radix_tier_prime: the parents made leaves
@@ -91,8 +100,26 @@ until not progress or #pending == 0
 for _, e in ipairs(pending) do
   out[e[4]] = { 'inner', {}, 0, '0', '', '-1' }
 end
+local pushed = {} -- the entries store_erase pushed (the block-leaf path's wait in acc.outbox)
+for _, f in ipairs(frees) do
+  pushed[f[2]] = true
+end
 for _, tag in ipairs(tags) do
   local acc = evicted[tag]
-  evict_flush(tag, acc[3], acc[1], acc[2])
+  evict_flush(tag, acc[3], acc[1], acc[2], here == 1)
+  for _, e in ipairs(acc[3].outbox) do
+    pushed[e] = nil
+  end
 end
-return { 1, out, conts, frees, now, journal }
+if here == 1 then
+  if #frees > 0 then
+    evict_free_here(groups[1].tag, frees, pushed)
+    frees = {}
+  end
+  for i, anchor in ipairs(usage) do
+    usage[i] = segment_info_row(anchor)
+  end
+else
+  usage = {}
+end
+return { 1, out, conts, frees, now, journal, usage }

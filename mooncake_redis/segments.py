@@ -35,6 +35,13 @@ class Usage:
     def ratio(self) -> float:
         return self.allocated / self.capacity if self.capacity else 0.0
 
+    @classmethod
+    def over(cls, ids: Sequence[str], found: Sequence[SegmentStats | None]) -> Usage:
+        """The usage over ``ids`` from their stats as read (``found``, in ``ids`` order):
+        mounted segments only."""
+        stats = [s for s in found if s is not None and s.mounted]
+        return cls(sum(s.allocated for s in stats), sum(s.size for s in stats), tuple(ids))
+
 
 class Segments:
     """Segment lifecycle and client pings, over the allocators and the radix index (unmounts
@@ -150,9 +157,7 @@ class Segments:
             if segment_ids is None:
                 segment_ids = await self.allocator.segment_ids(True)
             found = await self.segment_stats(segment_ids)
-        stats = [s for s in found if s is not None and s.mounted]
-        ids = tuple(segment_ids)
-        return Usage(sum(s.allocated for s in stats), sum(s.size for s in stats), ids)
+        return Usage.over(segment_ids, found)
 
     async def used_ratio(self) -> float:
         return (await self.usage()).ratio

@@ -340,7 +340,8 @@ local EVICT_COUNTERS = { F.stats.objects, F.stats.rkeys, F.stats.nodes, F.stats.
 -- entries) and the call's evicted keys and bytes (decimal string) there. The counters in one
 -- HMGET and one HSET (what store_erase, radix_remove_key and radix_collapse add per leaf with
 -- HINCRBY, bytes floored at 0 as dec_hincr does), then one ZREM per index that exists.
-local function evict_flush(tag, acc, keys, bytes)
+-- no_outbox: the entries are applied in the call (evict_free.lua), not pushed.
+local function evict_flush(tag, acc, keys, bytes, no_outbox)
   local stats = K.stats(tag)
   local c = redis.call('HMGET', stats, unpack(EVICT_COUNTERS))
   local w, n = {}, 0
@@ -369,7 +370,9 @@ local function evict_flush(tag, acc, keys, bytes)
       variadic('ZREM', K.orphans(tag), acc.gone)
     end
   end
-  variadic('RPUSH', K.outbox(tag), acc.outbox)
+  if not no_outbox then
+    variadic('RPUSH', K.outbox(tag), acc.outbox)
+  end
 end
 
 local evict_local = radix_local

@@ -48,8 +48,15 @@ class Goal:
     def used(self) -> float:
         return self.usage.ratio
 
-    async def refresh(self) -> None:
-        self.usage = await self.read_usage(self.usage.segments or None)
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """The segments the pass started with (its used ratio is over them)."""
+        return self.usage.segments
+
+    async def refresh(self, read: Usage | None = None) -> None:
+        """The used ratio after a write: ``read`` when the write step read it after its frees
+        (evict_leaves on a single Redis), else read now."""
+        self.usage = read or await self.read_usage(self.usage.segments or None)
 
     def need(self) -> tuple[int, int]:
         """(bytes, objects) still to evict."""

@@ -3,16 +3,18 @@
 One fenced ``evict_leaves`` call per Redis node: each leaf is re-checked and evicted atomically
 with all its keys; then the cross-shard unlinks run, the journal is acknowledged and the frees
 reach the allocators, in that order (a crash in between leaves only journaled unlinks and outbox
-frees, which the next evictor finishes).
+frees, which the next evictor finishes). On a single Redis there are no cross-shard unlinks and
+the frees are applied by the eviction call itself (lua/includes/evict_free.lua).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import lua_calls as lua
+from ..segments import Usage
 from .coordinator import EvictorLease, LeaseLost
 from .goal import EvictionDeps
 from .metrics import EvictionResult
@@ -26,16 +28,26 @@ class LeafOutcome:
     pshard: int
 
 
+class LeafWrite(NamedTuple):
+    outcomes: list[LeafOutcome]  # one per leaf, in the order given
+    usage: Usage | None
+    """the used ratio over the segments asked for, read by the one eviction call after its
+    frees (a single Redis); None: not read, the caller reads it"""
+
+
 async def evict_leaves(
     deps: EvictionDeps,
     lease: EvictorLease,
     result: EvictionResult,
     leaves: Sequence[tuple[int, str]],
     allow_soft: bool,
-) -> list[LeafOutcome]:
-    """Evicts (shard, hash) leaves; counts what went into ``result``; one outcome per leaf."""
+    segments: Sequence[str] = (),
+) -> LeafWrite:
+    """Evicts (shard, hash) leaves; counts what went into ``result``. On a single Redis the
+    frees are applied by the eviction call itself and ``segments`` read after them, which
+    saves the pass two round trips (the outbox drain and the used ratio's read)."""
     await lease.ensure()
-    calls = await lua.evict_leaves(deps.ctx, lease.head(), leaves, allow_soft)
+    calls = await lua.evict_leaves(deps.ctx, lease.head(), leaves, allow_soft, segments)
     out: list[LeafOutcome] = [LeafOutcome("gone", [], "", -1) for _ in leaves]
     conts: list[Any] = []
     frees: list[tuple[int, str]] = []
@@ -67,4 +79,7 @@ async def evict_leaves(
     if fenced:
         deps.ctx.metrics.fenced += 1
         raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
-    return out
+    usage = None
+    if segments and len(calls) == 1 and not frees:  # one call saw every free before its read
+        usage = Usage.over(segments, calls[0].segments)
+    return LeafWrite(out, usage)

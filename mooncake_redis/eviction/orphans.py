@@ -72,9 +72,11 @@ class OrphanEvictor:
             keys = self.deps.ctx.keys
             for level in reversed(levels):  # deepest first: each node is a leaf by its turn
                 todo = [(keys.shard_of(h), h) for h in level]
+                segments = self.goal.segments if self.goal is not None else ()
+                usage = None
                 while todo:
-                    outcomes = await evict_leaves(
-                        self.deps, self.lease, self.result, todo, self.allow_soft
+                    outcomes, usage = await evict_leaves(
+                        self.deps, self.lease, self.result, todo, self.allow_soft, segments
                     )
                     # 'inner': a child on another Redis node went in the same wave; its unlink
                     # has run since, so try once more. Anything else stays for a later pass.
@@ -82,7 +84,7 @@ class OrphanEvictor:
                     progress = any(o.status == "ok" for o in outcomes)
                     todo = retry if progress else []
                 if self.goal is not None:
-                    await self.goal.refresh()
+                    await self.goal.refresh(usage)
                     if self.done():
                         break
         got = self.result.evicted_objects - before

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .. import lua_calls as lua
+from ..segments import Usage
 from .batch_evict import BatchEvictor, ratios
 from .coordinator import EvictorLease, LeaseLost
 from .goal import EvictionDeps, Goal
@@ -326,12 +327,15 @@ class RadixEvictor:
             out[w].append(i)
         return out
 
-    async def evict(self, picked: list[Candidate]) -> None:
+    async def evict(self, picked: list[Candidate]) -> Usage | None:
+        """Evicts the picked leaves in waves; the used ratio the last wave read after its
+        frees (None: not read)."""
         await self.deps.ctx.checkpoint("evict:chosen")
         parents: dict[str, int] = {}
         evicted: list[int] = []  # indexes into picked
+        usage = None
         for wave in self._waves(picked):
-            await self._evict_wave(picked, wave, parents, evicted)
+            usage = await self._evict_wave(picked, wave, parents, evicted)
         self.result.round_leaves.append([picked[i].h for i in sorted(evicted)])  # pick order
         # A parent can only be a leaf again once its edge is gone (same node: already; other
         # node: after finish_unlinks). Parents already queued or evicted are known.
@@ -341,6 +345,7 @@ class RadixEvictor:
         lone = {p: ps for p, ps in parents.items() if p not in done and p not in self.queued}
         self.known.difference_update(lone)
         self.lone.update(lone)
+        return usage
 
     async def _evict_wave(
         self,
@@ -348,9 +353,11 @@ class RadixEvictor:
         wave: list[int],
         parents: dict[str, int],
         evicted: list[int],
-    ) -> None:
+    ) -> Usage | None:
         leaves = [(picked[i].shard, picked[i].h) for i in wave]
-        outcomes = await evict_leaves(self.deps, self.lease, self.result, leaves, self.allow_soft)
+        outcomes, usage = await evict_leaves(
+            self.deps, self.lease, self.result, leaves, self.allow_soft, self.goal.segments
+        )
         for i, o in zip(wave, outcomes):
             if o.status != "ok":
                 continue
@@ -363,6 +370,7 @@ class RadixEvictor:
             if o.parent:
                 self.depth[o.parent] = max(self.depth.get(o.parent, 0), d + 1)
                 parents[o.parent] = o.pshard
+        return usage
 
     def _first_want(self) -> int:
         """How many leaves the first read takes, over all shards, in index order: a share of
@@ -404,8 +412,7 @@ class RadixEvictor:
                     continue
                 break
             self.result.rounds += 1
-            await self.evict(picked)
-            await self.goal.refresh()
+            await self.goal.refresh(await self.evict(picked))
 
     async def _fallback(self) -> None:
         """RFC: when the leaves do not suffice, BatchEvict continues, over objects of no tree,

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..context import Context, ShardItem
+from ..models import SegmentStats
 from ..records import FreePair, _s, node_parent_hash
 from .radix import RawContinuation
+from .segment import segment_stats
 
 Journal = list[tuple[int, str]]  # (shard, journaled unlink step as cjson)
 
@@ -100,6 +102,8 @@ class FencedCall(NamedTuple):
     continuations: list[RawContinuation]
     frees: list[FreePair]
     journal: Journal
+    segments: list[SegmentStats | None] = []
+    """evict_leaves on a single Redis: the segments asked for, read after the call's frees"""
 
 
 async def evict_fence(ctx: Context, epoch: int) -> None:
@@ -287,7 +291,7 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
             continue
         rows: list[tuple[int, Any]] = []
         if leaves:
-            _, raw, cs, fs, _now, js = reply
+            _, raw, cs, fs, _now, js, _segs = reply
             for i, (st, erased, nkeys, nbytes, parent, pshard) in zip(idx, raw):
                 keys = [_s(k) for k in erased]
                 row = EvictedLeaf(
@@ -305,16 +309,30 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
 
 
 async def evict_leaves(
-    ctx: Context, fence: Fence, leaves: Sequence[tuple[int, str]], allow_soft: bool
+    ctx: Context,
+    fence: Fence,
+    leaves: Sequence[tuple[int, str]],
+    allow_soft: bool,
+    segments: Sequence[str] = (),
 ) -> list[FencedCall]:
     """``evict_leaves``: evicts (shard, hash) leaves, each with all its keys, tried in the
-    order given (children before their parents; the shard groups do not keep it)."""
+    order given (children before their parents; the shard groups do not keep it). On a single
+    Redis the frees are applied in the call (no outbox entry comes back) and ``segments`` are
+    read after them (each call's ``FencedCall.segments``, in that order)."""
+    here = not ctx.backend.cluster
+    anchors = [ctx.keys.segment_anchor(s) for s in segments] if here else []
     calls = await ctx.run_sharded(
         "evict_leaves",
         [(sh, [h, i]) for i, (sh, h) in enumerate(leaves)],
-        [*fence, 1 if allow_soft else 0],
+        [*fence, 1 if allow_soft else 0, 1 if here else 0, len(anchors), *anchors],
     )
-    return _fenced(calls, leaves=True)
+    out = _fenced(calls, leaves=True)
+    if anchors:
+        for i, (_, reply) in enumerate(calls):
+            if not out[i].fenced:
+                stats = [segment_stats(s, row) for s, row in zip(segments, reply[6])]
+                out[i] = out[i]._replace(segments=stats)
+    return out
 
 
 async def evict_keys(

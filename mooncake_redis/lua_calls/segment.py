@@ -183,7 +183,7 @@ async def segment_info(ctx: Context, seg_ids: Sequence[str]) -> list[SegmentStat
     out: list[SegmentStats | None] = [None] * len(seg_ids)
     for part, reply in await ctx.run_segment_groups("segment_info", [(s, []) for s in seg_ids]):
         for j, row in zip(part, reply):
-            out[j] = _segment_stats(seg_ids[j], row)
+            out[j] = segment_stats(seg_ids[j], row)
     return out
 
 
@@ -192,10 +192,11 @@ async def segment_usage(ctx: Context) -> tuple[list[str], list[SegmentStats | No
     record (None: unknown), in one call."""
     ids, rows = await ctx.backend.call("segment_usage", [ctx.keys.global_key("segments")], [])
     pairs = sorted(zip(map(_s, ids), rows))
-    return [i for i, _ in pairs], [_segment_stats(i, row) for i, row in pairs]
+    return [i for i, _ in pairs], [segment_stats(i, row) for i, row in pairs]
 
 
-def _segment_stats(seg_id: str, row: Sequence[Any]) -> SegmentStats | None:
+def segment_stats(seg_id: str, row: Sequence[Any]) -> SegmentStats | None:
+    """A segment_info row (alloc.lua segment_info_row) as stats; None for an unknown one."""
     if not row:
         return None
     f = [None if x is None else _s(x) for x in row]

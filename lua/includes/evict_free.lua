@@ -1,0 +1,44 @@
+-- An eviction call's buffer frees applied in the call itself, on a single Redis (where one
+-- script reaches every shard and segment tag): what the outbox and outbox_apply would do right
+-- after, atomically with the eviction, so no round trip and no outbox entry in between. A
+-- cluster keeps the outbox (a segment tag may be on another node).
+--!include evict.lua
+--!include alloc.lua
+
+-- The segment tag of segment id seg, derived from any shard tag (the namespace holds no ':'),
+-- or false for an id no mounted segment can have (KeySchema.segment_tag refuses it).
+local function evict_segment_tag(tag, seg)
+  if seg == '' or #seg > 256 or string.find(seg, '[{}]') then
+    return false
+  end
+  return K.shard(tag, 's:' .. seg)
+end
+
+-- Applies frees ({shard, 'segment id|offset|put id'}...) to their segments' allocators, as
+-- alloc_free does (a record goes only with its put id), and removes from the shards' outboxes
+-- the entries that were pushed there (pushed[entry]: store_erase's; the block-leaf path's
+-- entries were never pushed).
+local function evict_free_here(tag, frees, pushed)
+  local by, order = {}, {}
+  for _, f in ipairs(frees) do
+    local e = f[2]
+    local seg, off, pid = string.match(e, '^(.*)|([^|]*)|([^|]*)$')
+    local stag = seg and evict_segment_tag(tag, seg)
+    if stag and #off <= 16 then
+      local items = by[stag]
+      if not items then
+        items = {}
+        by[stag] = items
+        order[#order + 1] = stag
+      end
+      items[#items + 1] = { u64_pad(off), pid }
+    end
+    if pushed[e] then
+      redis.call('LREM', K.outbox(K.shard(tag, f[1])), 1, e)
+    end
+  end
+  for _, stag in ipairs(order) do
+    alloc_release_batch(stag, by[stag])
+    alloc_flush(alloc_seg(stag))
+  end
+end

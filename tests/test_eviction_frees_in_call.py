@@ -1,0 +1,98 @@
+"""On a single Redis, ``evict_leaves`` applies its buffer frees to the segments' allocators in
+the eviction call itself (lua/includes/evict_free.lua) and reads the pass's used ratio after
+them: no outbox entry, no ``outbox_apply`` and no ``segment_info`` round trip per round. A
+cluster keeps the outbox (a segment tag may live on another node). Both leave the same store:
+allocators freed, outboxes empty, the ratio the pass reports equal to a fresh read, fsck clean;
+on fakeredis, Redis and Redis Cluster."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from mooncake_redis import MasterService
+from tests.eviction_helpers import (
+    OBJ,
+    assert_clean,
+    assert_parents_alive,
+    block_keys,
+    chain,
+    evict_service,
+    put_blocks,
+    stored,
+)
+
+
+def count_scripts(svc: MasterService) -> Counter[str]:
+    """Counts the service's script calls by name from now on."""
+    calls: Counter[str] = Counter()
+    call = svc.backend.call
+
+    async def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        calls[name] += 1
+        return await call(name, *args, **kwargs)
+
+    svc.backend.call = counted  # type: ignore[method-assign]
+    return calls
+
+
+async def outbox_entries(svc: MasterService) -> int:
+    client = svc.backend.client
+    n = 0
+    for shard in range(svc.ctx.config.num_shards):
+        n += await client.llen(svc.keys.shard_key(shard, "outbox"))
+    return n
+
+
+async def test_a_pass_frees_in_its_eviction_call(make_service: Any) -> None:
+    """MLA chains (the block-leaf path) and MHA-like blocks of 4 keys (the general path, whose
+    frees store_erase pushes to the outbox) over two segments, evicted in part by a pass that
+    stops at its goal: the frees are applied and the outbox is empty when the pass returns,
+    without a drain; on a single Redis without outbox_apply or segment_info calls."""
+    svc = await evict_service(
+        make_service, 200 * OBJ, segments=2, num_shards=8, eviction_ratio=0.25
+    )
+    mla = [chain(f"mla{c}-", 8) for c in range(6)]
+    mha = [chain(f"mha{c}-", 4) for c in range(4)]
+    assert await put_blocks(svc, [b for c in mla for b in c]) == 48
+    assert await put_blocks(svc, [b for c in mha for b in c], keys_per_block=4) == 64
+    before = await svc.usage()
+    assert before.allocated == 112 * OBJ and before.ratio > 0.5
+    calls = count_scripts(svc)
+    res = await svc.evict_once()
+    assert 0 < res.evicted_objects < 112
+    assert res.rounds >= 1
+    after = await svc.usage()
+    assert after.allocated == (112 - res.evicted_objects) * OBJ
+    assert res.used_after == after.ratio <= 0.25
+    assert await outbox_entries(svc) == 0
+    if svc.backend.cluster:
+        assert calls["alloc_free"] + calls["outbox_apply"] >= 1
+    else:
+        assert calls["outbox_apply"] == calls["alloc_free"] == calls["outbox_ack"] == 0
+        assert calls["segment_info"] == 0
+    # What is left reads back whole, children alive imply parents alive, blocks whole.
+    await assert_parents_alive(svc, dict(b for c in mla for b in c))
+    await assert_parents_alive(svc, dict(b for c in mha for b in c), keys_per_block=4)
+    for blk, _ in (b for c in mha for b in c):
+        flags = [await stored(svc, k) for k in block_keys(blk, 4)]
+        assert all(flags) or not any(flags)
+    await assert_clean(svc)
+
+
+async def test_every_round_of_a_deep_pass_reads_after_its_frees(make_service: Any) -> None:
+    """One leaf per call (script_batch_size 1): many rounds and waves, each deciding from the
+    ratio its own call read; the pass stops exactly at its goal, as with a read per round."""
+    svc = await evict_service(
+        make_service, 100 * OBJ, num_shards=4, script_batch_size=1, eviction_ratio=0.3
+    )
+    blocks = chain("deep", 60)
+    assert await put_blocks(svc, blocks) == 60
+    res = await svc.evict_once()
+    # 60 of 100 used, goal 0.5 - 0.3 = 0.2: 40 leaves go, from the chain's end.
+    assert res.evicted_objects == 40
+    assert (await svc.usage()).allocated == 20 * OBJ
+    assert await outbox_entries(svc) == 0
+    for i, (blk, _) in enumerate(blocks):
+        assert await stored(svc, blk) == (i < 20)
+    await assert_clean(svc)
