@@ -3,18 +3,22 @@
 -- re-checking that it may be evicted now (exists, lease expired, not hard pinned, every replica
 -- COMPLETE, soft pin only when allowed, and with no_tree = 1 not registered in the radix index).
 -- An evicted object is erased: buffer frees to the shard outbox, unregistered from the radix
--- index (with radix eviction disabled there is no tree to protect).
+-- index (with radix eviction disabled there is no tree to protect). On a single Redis (here = 1)
+-- the frees are applied to the segments' allocators in this call (evict_free.lua) and the
+-- outbox entries dropped at once.
 -- Fenced: refused as a whole when the evictor lease is over or a shard saw a newer epoch.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1), no_tree (0/1); then group count,
+-- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1), no_tree (0/1), here (1: apply
+--       the frees in this call, a single Redis only); then group count,
 --       then per group: anchor, shard index, n, then n keys.
--- Returns: {1, {per key: {status, bytes}}, {continuation...}, {{shard, outbox entry}...}, now},
+-- Returns: {1, {per key: {status, bytes}}, {continuation...}, {{shard, outbox entry}...} (none
+--          when here), now},
 --          or {0} when fenced; status 'ok' or why not ('absent', 'hard', 'lease', 'busy',
 --          'soft', 'tree').
 -- Errors: none.
---!include evict.lua
+--!include evict_free.lua
 
-local epoch, expires, allow_soft, no_tree = argn(), argn(), argn(), argn()
+local epoch, expires, allow_soft, no_tree, here = argn(), argn(), argn(), argn(), argn()
 local now = now_ms()
 local groups = evict_groups(1)
 if not evict_fence(groups, epoch, expires, now) then
@@ -44,5 +48,13 @@ for _, g in ipairs(groups) do
       table.insert(out, { st, '0' })
     end
   end
+end
+if here == 1 and #frees > 0 then
+  local pushed = {} -- store_erase pushed every one
+  for _, f in ipairs(frees) do
+    pushed[f[2]] = true
+  end
+  evict_free_here(groups[1].tag, frees, pushed)
+  frees = {}
 end
 return { 1, out, conts, frees, now }

@@ -1,9 +1,10 @@
 """On a single Redis, ``evict_leaves`` applies its buffer frees to the segments' allocators in
 the eviction call itself (lua/includes/evict_free.lua) and reads the pass's used ratio after
-them: no outbox entry, no ``outbox_apply`` and no ``segment_info`` round trip per round. A
-cluster keeps the outbox (a segment tag may live on another node). Both leave the same store:
-allocators freed, outboxes empty, the ratio the pass reports equal to a fresh read, fsck clean;
-on fakeredis, Redis and Redis Cluster."""
+them: no outbox entry, no ``outbox_apply`` and no ``segment_info`` round trip per round;
+BatchEvict's ``evict_keys`` applies its frees the same way. A cluster keeps the outbox (a
+segment tag may live on another node). Both leave the same store: allocators freed, outboxes
+empty, the ratio the pass reports equal to a fresh read, fsck clean; on fakeredis, Redis and
+Redis Cluster."""
 
 from __future__ import annotations
 
@@ -95,4 +96,25 @@ async def test_every_round_of_a_deep_pass_reads_after_its_frees(make_service: An
     assert await outbox_entries(svc) == 0
     for i, (blk, _) in enumerate(blocks):
         assert await stored(svc, blk) == (i < 20)
+    await assert_clean(svc)
+
+
+async def test_batch_evict_frees_in_its_eviction_call(make_service: Any) -> None:
+    """Mooncake's BatchEvict (the index off): its evict_keys call applies the frees too, so the
+    outbox is empty when the pass returns and the allocator holds exactly what is left."""
+    svc = await evict_service(
+        make_service, 100 * OBJ, segments=2, enable_radix_tree=False, eviction_ratio=0.3
+    )
+    keys = [f"batch-{i}" for i in range(60)]
+    assert await put_blocks(svc, [(k, "") for k in keys]) == 60
+    calls = count_scripts(svc)
+    res = await svc.evict_once()
+    assert res.mode == "batch" and 0 < res.evicted_objects < 60
+    assert (await svc.usage()).allocated == (60 - res.evicted_objects) * OBJ
+    assert await outbox_entries(svc) == 0
+    left = [k for k in keys if await stored(svc, k)]
+    assert len(left) == 60 - res.evicted_objects
+    assert await svc.batch_exist_key(left) == [True] * len(left)
+    if not svc.backend.cluster:
+        assert calls["outbox_apply"] == calls["alloc_free"] == calls["outbox_ack"] == 0
     await assert_clean(svc)

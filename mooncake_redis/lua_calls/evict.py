@@ -338,10 +338,12 @@ async def evict_leaves(
 async def evict_keys(
     ctx: Context, fence: Fence, keys: Sequence[tuple[int, str]], *, allow_soft: bool, no_tree: bool
 ) -> list[FencedCall]:
-    """``evict_keys`` (BatchEvict): erases (shard, key) objects; rows are (status, bytes)."""
+    """``evict_keys`` (BatchEvict): erases (shard, key) objects; rows are (status, bytes). On a
+    single Redis the frees are applied in the call (no outbox entry comes back)."""
+    here = 0 if ctx.backend.cluster else 1
     calls = await ctx.run_sharded(
         "evict_keys",
         [(sh, [k]) for sh, k in keys],
-        [*fence, 1 if allow_soft else 0, 1 if no_tree else 0],
+        [*fence, 1 if allow_soft else 0, 1 if no_tree else 0, here],
     )
     return _fenced(calls, leaves=False)
