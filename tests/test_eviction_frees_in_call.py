@@ -11,8 +11,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from mooncake_redis import MasterService
+from mooncake_redis import lua_calls as lua
+from mooncake_redis.eviction.goal import EvictionDeps
+from mooncake_redis.eviction.leaf_write import evict_leaves
+from mooncake_redis.lua_calls.evict import EvictedLeaf
+from mooncake_redis.models import Segment
+from mooncake_redis.types import EvictionResult
 from tests.eviction_helpers import (
+    CLIENT,
     OBJ,
     assert_clean,
     assert_parents_alive,
@@ -117,4 +126,72 @@ async def test_batch_evict_frees_in_its_eviction_call(make_service: Any) -> None
     assert await svc.batch_exist_key(left) == [True] * len(left)
     if not svc.backend.cluster:
         assert calls["outbox_apply"] == calls["alloc_free"] == calls["outbox_ack"] == 0
+    await assert_clean(svc)
+
+
+async def test_a_long_non_ascii_segment_id_is_freed(make_service: Any) -> None:
+    """A segment id of 200 characters and 400 bytes mounts (the limit counts characters): its
+    frees must reach its allocator, not be dropped with their outbox entries (review)."""
+    svc: MasterService = await make_service(
+        enable_radix_tree=True,
+        default_kv_lease_ttl_ms=2_000,
+        eviction_high_watermark_ratio=0.5,
+        eviction_ratio=0.5,
+        radix_eviction_target="watermark-ratio",
+    )
+    wide = "é" * 200
+    await svc.mount_segment(
+        Segment(wide, "wide-node", base=1 << 40, size=100 * OBJ, te_endpoint="e:1"), CLIENT
+    )
+    assert await put_blocks(svc, chain("wide", 60)) == 60
+    res = await svc.evict_once()
+    assert res.evicted_objects == 60
+    assert (await svc.usage()).allocated == 0
+    assert await outbox_entries(svc) == 0
+    await assert_clean(svc)
+
+
+async def test_a_call_that_read_no_segments_gives_no_ratio(
+    make_service: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that did not read the segments (a cluster node: its frees go through the outbox)
+    and freed nothing gives no used ratio: the goal reads it, rather than take 0 (review)."""
+    svc = await evict_service(make_service, 100 * OBJ)
+    assert await put_blocks(svc, chain("none", 3)) == 3
+
+    async def unread(*_args: Any, **_kwargs: Any) -> list[lua.FencedCall]:
+        return [lua.FencedCall(False, [(0, skipped)], [], [], [])]
+
+    skipped = EvictedLeaf("lease", [], 0, 0, "", -1)
+    monkeypatch.setattr(lua, "evict_leaves", unread)
+    lease = svc.eviction.lease
+    assert await lease.acquire()
+    deps = EvictionDeps(svc.ctx, svc.radix, svc.allocator)
+    write = await evict_leaves(deps, lease, EvictionResult(), [(0, "x" * 64)], False, ("eseg0",))
+    assert write.outcomes[0].status == "lease"
+    assert write.usage is None
+    await lease.release()
+
+
+async def test_a_fenced_call_frees_nothing(make_service: Any) -> None:
+    """A fenced evict_leaves with the frees-here flag writes nothing: the leaf, its buffer and
+    the allocator stay as they were (single Redis: a cluster never sends the flag)."""
+    svc = await evict_service(make_service, 100 * OBJ)
+    if svc.backend.cluster:
+        pytest.skip("the frees-here flag is a single Redis's (a cluster node keeps the outbox)")
+    blocks = chain("fenced", 3)
+    assert await put_blocks(svc, blocks) == 3
+    lease = svc.eviction.lease
+    assert await lease.acquire()
+    epoch, expires = lease.head()
+    leaf = blocks[-1][0]
+    anchor = svc.keys.segment_anchor("eseg0")
+    [(_, reply)] = await svc.ctx.run_sharded(
+        "evict_leaves", [(svc.shard_of_key(leaf), [leaf, 0])], [epoch - 1, expires, 0, 1, 1, anchor]
+    )
+    assert int(reply[0]) == 0
+    assert await stored(svc, leaf)
+    assert (await svc.usage()).allocated == 3 * OBJ
+    assert await outbox_entries(svc) == 0
+    await lease.release()
     await assert_clean(svc)

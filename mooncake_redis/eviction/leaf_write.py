@@ -80,6 +80,7 @@ async def evict_leaves(
         deps.ctx.metrics.fenced += 1
         raise LeaseLost("an eviction script was fenced: a newer evictor epoch exists")
     usage = None
-    if segments and len(calls) == 1 and not frees:  # one call saw every free before its read
-        usage = Usage.over(segments, calls[0].segments)
+    read = calls[0].segments if len(calls) == 1 else None  # one call saw every free: none left
+    if segments and read is not None and not frees:
+        usage = Usage.over(segments, read)
     return LeafWrite(out, usage)

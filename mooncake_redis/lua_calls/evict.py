@@ -102,8 +102,9 @@ class FencedCall(NamedTuple):
     continuations: list[RawContinuation]
     frees: list[FreePair]
     journal: Journal
-    segments: list[SegmentStats | None] = []
-    """evict_leaves on a single Redis: the segments asked for, read after the call's frees"""
+    segments: list[SegmentStats | None] | None = None
+    """evict_leaves on a single Redis: the segments asked for, read after the call's frees
+    (None: not read)"""
 
 
 async def evict_fence(ctx: Context, epoch: int) -> None:
