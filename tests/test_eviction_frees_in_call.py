@@ -31,19 +31,7 @@ from tests.eviction_helpers import (
     put_blocks,
     stored,
 )
-
-
-def count_scripts(svc: MasterService) -> Counter[str]:
-    """Counts the service's script calls by name from now on."""
-    calls: Counter[str] = Counter()
-    call = svc.backend.call
-
-    async def counted(name: str, *args: Any, **kwargs: Any) -> Any:
-        calls[name] += 1
-        return await call(name, *args, **kwargs)
-
-    svc.backend.call = counted  # type: ignore[method-assign]
-    return calls
+from tests.helpers import record_calls
 
 
 async def outbox_entries(svc: MasterService) -> int:
@@ -68,8 +56,9 @@ async def test_a_pass_frees_in_its_eviction_call(make_service: Any) -> None:
     assert await put_blocks(svc, [b for c in mha for b in c], keys_per_block=4) == 64
     before = await svc.usage()
     assert before.allocated == 112 * OBJ and before.ratio > 0.5
-    calls = count_scripts(svc)
+    recorded = record_calls(svc)
     res = await svc.evict_once()
+    calls = Counter(c.name for c in recorded)
     assert 0 < res.evicted_objects < 112
     assert res.rounds >= 1
     after = await svc.usage()
@@ -116,8 +105,9 @@ async def test_batch_evict_frees_in_its_eviction_call(make_service: Any) -> None
     )
     keys = [f"batch-{i}" for i in range(60)]
     assert await put_blocks(svc, [(k, "") for k in keys]) == 60
-    calls = count_scripts(svc)
+    recorded = record_calls(svc)
     res = await svc.evict_once()
+    calls = Counter(c.name for c in recorded)
     assert res.mode == "batch" and 0 < res.evicted_objects < 60
     assert (await svc.usage()).allocated == (60 - res.evicted_objects) * OBJ
     assert await outbox_entries(svc) == 0
