@@ -50,11 +50,7 @@ for _, g in ipairs(groups) do
   end
 end
 if here == 1 and #frees > 0 then
-  local pushed = {} -- store_erase pushed every one
-  for _, f in ipairs(frees) do
-    pushed[f[2]] = true
-  end
-  evict_free_here(groups[1].tag, frees, pushed)
+  evict_free_here(groups[1].tag, frees, {}) -- store_erase pushed every one
   frees = {}
 end
 return { 1, out, conts, frees, now }

@@ -100,20 +100,19 @@ until not progress or #pending == 0
 for _, e in ipairs(pending) do
   out[e[4]] = { 'inner', {}, 0, '0', '', '-1' }
 end
-local pushed = {} -- the entries store_erase pushed (the block-leaf path's wait in acc.outbox)
-for _, f in ipairs(frees) do
-  pushed[f[2]] = true
-end
+local queued = {} -- the block-leaf path's entries, not pushed when applied here
 for _, tag in ipairs(tags) do
   local acc = evicted[tag]
   evict_flush(tag, acc[3], acc[1], acc[2], here == 1)
-  for _, e in ipairs(acc[3].outbox) do
-    pushed[e] = nil
+  if here == 1 then
+    for _, e in ipairs(acc[3].outbox) do
+      queued[e] = true
+    end
   end
 end
 if here == 1 then
   if #frees > 0 then
-    evict_free_here(groups[1].tag, frees, pushed)
+    evict_free_here(groups[1].tag, frees, queued)
     frees = {}
   end
   for i, anchor in ipairs(usage) do

@@ -322,9 +322,11 @@ def lua_key_functions() -> str:
             lines.append(f"function K.{name}(tag, id) return tag .. '{suffix}' .. id end")
         else:
             lines.append(f"function K.{name}(tag) return tag .. '{suffix}' end")
-    # A segment's tag from the global tag: {<ns>:g} -> {<ns>:s:<segment id>} (segment_tag).
+    # A segment's tag from any tag of the namespace: {<ns>:...} -> {<ns>:s:<segment id>}
+    # (segment_tag).
     lines.append(
-        "function K.segment(gtag, id) return string.sub(gtag, 1, -3) .. 's:' .. id .. '}' end"
+        "function K.segment(tag, id) return string.sub(tag, 1, string.find(tag, ':', 1, true))"
+        " .. 's:' .. id .. '}' end"
     )
     for name, suffix in GLOBAL_SUFFIXES.items():
         if suffix.endswith(":"):

@@ -5,22 +5,22 @@
 --!include evict.lua
 --!include alloc.lua
 
--- The segment tag of segment id seg, derived from any shard tag (the namespace holds no ':'),
--- or false for an id no mounted segment can have (KeySchema.segment_tag refuses an empty id
+-- The segment tag of segment id seg (K.segment, from a shard tag), or false for an id no
+-- mounted segment can have (KeySchema.segment_tag refuses an empty id
 -- or one with a brace; its length limit counts characters, which Lua cannot: every id that
 -- was mounted passed it, so none is checked here).
 local function evict_segment_tag(tag, seg)
   if seg == '' or string.find(seg, '[{}]') then
     return false
   end
-  return K.shard(tag, 's:' .. seg)
+  return K.segment(tag, seg)
 end
 
 -- Applies frees ({shard, 'segment id|offset|put id'}...) to their segments' allocators, as
 -- alloc_free does (a record goes only with its put id), and removes from the shards' outboxes
--- the entries that were pushed there (pushed[entry]: store_erase's; the block-leaf path's
--- entries were never pushed).
-local function evict_free_here(tag, frees, pushed)
+-- the entries store_erase pushed there: all but those in queued (entry -> true: the block-leaf
+-- path's, which evict_flush was told not to push).
+local function evict_free_here(tag, frees, queued)
   local by, order = {}, {}
   for _, f in ipairs(frees) do
     local e = f[2]
@@ -35,7 +35,7 @@ local function evict_free_here(tag, frees, pushed)
       end
       items[#items + 1] = { u64_pad(off), pid }
     end
-    if pushed[e] then
+    if not queued[e] then
       redis.call('LREM', K.outbox(K.shard(tag, f[1])), 1, e)
     end
   end

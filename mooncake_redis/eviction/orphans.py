@@ -70,9 +70,9 @@ class OrphanEvictor:
                 break
             levels = await self.subtree(root)
             keys = self.deps.ctx.keys
+            segments = self.goal.segments if self.goal is not None else ()
             for level in reversed(levels):  # deepest first: each node is a leaf by its turn
                 todo = [(keys.shard_of(h), h) for h in level]
-                segments = self.goal.segments if self.goal is not None else ()
                 usage = None
                 while todo:
                     outcomes, usage = await evict_leaves(
