@@ -1,41 +1,52 @@
 #!lua flags=no-writes,allow-cross-slot-keys
--- objects_complete: every COMPLETE object of the given shards with its put id, read in one atomic
--- step per node (a consistent snapshot on a single Redis, even while an evictor runs), without
--- granting a lease or touching recency. For replay health samples and tools. The layout keeps no
--- SET of a shard's objects: one SCAN walk of the node (MATCH <ARGV[1]>) finds them all, sorted
--- into the requested shards by tag.
+-- objects_complete: every COMPLETE object of the given shards (with its put id, or its key
+-- only), read in one atomic step per node (a consistent snapshot on a single Redis, even while
+-- an evictor runs), without granting a lease or touching recency. For replay health samples
+-- and tools (the admin key list). The layout keeps no SET of a shard's objects: one SCAN walk
+-- of the node (MATCH <ARGV[1]>) finds them all, sorted into the requested shards by tag.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: the SCAN MATCH pattern of object hashes (KeySchema.scan_pattern('obj'): :o: and block
---       hashes); group count, then
+--       hashes); with put ids (1: key, put id pairs; 0: keys only); group count, then
 --       per group: anchor, shard index, 0.
--- Returns: per group, in ARGV order, a flat list: key, put id, key, put id, ...
+-- Returns: per group, in ARGV order, a flat list: key, put id, key, put id, ... (with put ids),
+--          or key, key, ... (keys only). SCAN may return a key twice (the keyspace can rehash
+--          during the walk): callers merge into a set or map.
+-- Cost: per key of the node the pattern matches, one HGET (keys only) or HMGET (put ids) of
+--   an object hash and no name built; the caller decodes one string per key (keys only).
 -- Errors: none.
 --!include common.lua
 
-local pattern = arg()
-local wanted, order = {}, {}
+local pattern, with_ids = arg(), argn() == 1
+local wanted, order, count = {}, {}, {}
 each_group(function(tag, _, _)
   wanted[tag] = {}
+  count[tag] = 0
   table.insert(order, tag)
 end)
-local seen = {}
+local sfind, ssub, obj_id = string.find, string.sub, K.obj_id
+local status, put_id, complete = F.obj.status, F.obj.put_id, 'C'
 local cursor = '0'
 repeat
   local reply = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
   cursor = reply[1]
-  for _, okey in ipairs(reply[2]) do
-    local close = string.find(okey, '}', 1, true)
-    local tag = close and string.sub(okey, 1, close) or ''
-    local keys = wanted[tag]
-    -- The object's key name: K.obj(tag, key) is <tag>:o:<key>, or the block hash
-    -- <tag>:n:<key> of a block key (which may hold only a node: no status field then).
-    local key = keys and not seen[okey] and string.sub(okey, #tag + 4)
-    if key and K.obj(tag, key) == okey then
-      seen[okey] = true
-      local f = redis.call('HMGET', okey, F.obj.status, F.obj.put_id)
-      if f[1] == 'C' then
-        table.insert(keys, key)
-        table.insert(keys, f[2] or '')
+  local found = reply[2]
+  for j = 1, #found do
+    local okey = found[j]
+    local close = sfind(okey, '}', 1, true)
+    local tag = close and ssub(okey, 1, close)
+    local keys = tag and wanted[tag]
+    local key = keys and obj_id(okey, close)
+    if key then
+      local n = count[tag]
+      if with_ids then
+        local f = redis.call('HMGET', okey, status, put_id)
+        if f[1] == complete then
+          keys[n + 1], keys[n + 2] = key, f[2] or ''
+          count[tag] = n + 2
+        end
+      elseif redis.call('HGET', okey, status) == complete then
+        keys[n + 1] = key
+        count[tag] = n + 1
       end
     end
   end

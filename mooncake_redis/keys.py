@@ -315,6 +315,15 @@ def lua_key_functions() -> str:
         f" return tag .. '{block}' .. id, true end return tag .. '{own}' .. id, false end"
     )
     lines.append("function K.obj(tag, id) return (K.obj_at(tag, id)) end")
+    # The inverse for a key a SCAN found: the id whose object hash is okey, given the position
+    # of its tag's closing '}' (nil for any other key): K.obj(tag, id) == okey, without
+    # building that name (the object walks test every key of the node).
+    assert len(block) == len(own)
+    lines.append(
+        f"function K.obj_id(okey, close) local id = string.sub(okey, close + {len(block) + 1})"
+        f" if string.sub(okey, close + 1, close + {len(block)})"
+        f" == (#id == {BLOCK_KEY_BYTES} and '{block}' or '{own}') then return id end end"
+    )
     for name, suffix in {**SHARD_SUFFIXES, **SEGMENT_SUFFIXES}.items():
         if name == "obj":
             continue

@@ -136,6 +136,11 @@ class Objects:
         For tools, health samples and tests, not a Mooncake RPC."""
         return await lua.objects_complete(self.ctx)
 
+    async def complete_keys(self) -> set[str]:
+        """The keys of :meth:`complete_objects` without their put ids: for key lists (the
+        admin ``/get_all_keys``, the replay's health samples), at about 60 % of its cost."""
+        return await lua.complete_keys(self.ctx)
+
     async def all_object_keys(self) -> list[str]:
         """Every stored object key, by SCAN (the layout keeps no per-shard SET of them)."""
         found = await shard_ids(self.ctx.backend, self.ctx.keys, "obj")

@@ -276,6 +276,9 @@ class MasterService:
     async def complete_objects(self) -> dict[str, str]:
         return await self.objects.complete_objects()
 
+    async def complete_keys(self) -> set[str]:
+        return await self.objects.complete_keys()
+
     # -- the radix index -----------------------------------------------------------------------
     async def register_radix_tree_node(
         self, prefix_hash: str, parent_prefix_hash: str, keys: Sequence[str]

@@ -11,8 +11,9 @@ import pytest
 
 from mooncake_redis import ErrorCode, MasterService, MooncakeError
 from mooncake_redis.keys import HASH_FIELDS, is_block_key
+from mooncake_redis.models import ReplicateConfig
 from tests.helpers import h
-from tests.test_store_basic import assert_clean, mounted, put
+from tests.test_store_basic import C, assert_clean, mounted, put
 
 PID = HASH_FIELDS["obj"]["put_id"]
 CREATED = HASH_FIELDS["node"]["created_ms"]
@@ -93,3 +94,26 @@ async def test_any_64_byte_key_lives_in_its_block_hash(make_service: Any, radix:
     assert await svc.remove_all(force=True) == len(keys) - 1
     assert await svc.objects.all_object_keys() == []
     await assert_clean(svc)
+
+
+async def test_complete_keys_are_the_complete_objects(make_service: Any) -> None:
+    """``complete_keys`` (the key list of the admin ``/get_all_keys`` and of the replay's
+    health samples) reads a status per SCAN hit and names the object from the hit itself
+    (``K.obj_id``): it must find exactly the COMPLETE objects, in ``:o:`` hashes and in block
+    hashes, across shards, and nothing else a block hash or ``:o:`` name can look like."""
+    svc = await mounted(make_service, enable_radix_tree=True)
+    a, b = h("ck-a"), h("ck-b")
+    done = [a, b, h("ck-c") + "_0_k", "é" * 32, "y" * 63, "w" * 65, "q}:n:" + "z" * 59, "r:o:x"]
+    await put(svc, a)
+    await put(svc, b, parent_block_hash=a)
+    for k in done[2:]:
+        await put(svc, k)
+    writing = h("ck-writing")  # put started, never ended: PROCESSING, not listed
+    await svc.put_start(C, writing, [1000], ReplicateConfig())
+    await svc.remove(a, force=True)  # a node-only block hash: its object goes, b keeps its node
+    done.remove(a)
+    keys = await svc.complete_keys()
+    assert keys == set(done)
+    assert set(await svc.complete_objects()) == keys
+    assert await svc.batch_exist_key(sorted(keys)) == [True] * len(keys)
+    assert await svc.exist_key(writing) is False

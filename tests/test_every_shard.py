@@ -53,7 +53,8 @@ async def test_every_shard_answers_as_one_group_per_shard(make_service: Any) -> 
         ("outbox_peek", [100]),
         ("evict_orphans", [10]),
         ("evict_pending", ["0"]),
-        ("objects_complete", [keys.scan_pattern("obj")]),
+        ("objects_complete", [keys.scan_pattern("obj"), 1]),
+        ("objects_complete", [keys.scan_pattern("obj"), 0]),
     ]:
         every, per = await _both(svc, script, head, [])
         assert every == per, script

@@ -133,14 +133,31 @@ async def objects_complete(ctx: Context) -> dict[str, str]:
     """``objects_complete``: key -> put id of every COMPLETE object, one call (one SCAN walk)
     per node."""
     out: dict[str, str] = {}
-    head = [ctx.keys.scan_pattern("obj")]
-    for _, reply in await ctx.run_every_shard("objects_complete", head):
-        for flat in reply:
-            # Bulk strings come back as bytes: decoded by map, not a call per value (the
-            # replay's health samples read every object).
-            dec = bytes.decode if flat and type(flat[0]) is bytes else _s
-            out.update(zip(map(dec, flat[::2]), map(dec, flat[1::2])))
+    for flat in await _complete(ctx, 1):
+        dec = _decoder(flat)
+        out.update(zip(map(dec, flat[::2]), map(dec, flat[1::2])))
     return out
+
+
+async def complete_keys(ctx: Context) -> set[str]:
+    """``objects_complete`` without put ids: the key of every COMPLETE object (one status read
+    per object, half the reply of :func:`objects_complete`)."""
+    out: set[str] = set()
+    for flat in await _complete(ctx, 0):
+        out.update(map(_decoder(flat), flat))
+    return out
+
+
+async def _complete(ctx: Context, with_ids: int) -> list[list[Any]]:
+    head = [ctx.keys.scan_pattern("obj"), with_ids]
+    replies = await ctx.run_every_shard("objects_complete", head)
+    return [flat for _, reply in replies for flat in reply]
+
+
+def _decoder(flat: list[Any]) -> Any:
+    # Bulk strings come back as bytes: decoded by map, not a call per value (the replay's
+    # health samples read every object).
+    return bytes.decode if flat and type(flat[0]) is bytes else _s
 
 
 OK = Result(0, "")

@@ -88,7 +88,7 @@ class RedisTarget:
         ]
 
     async def stored_keys(self) -> set[str]:
-        return set(await self.svc.complete_objects())
+        return await self.svc.complete_keys()
 
     async def counters(self) -> dict[str, int]:
         m = self.svc.eviction_metrics

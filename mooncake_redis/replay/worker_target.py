@@ -92,7 +92,7 @@ class WorkerTarget:
         return [not isinstance(r, MooncakeError) for r in res]
 
     async def stored_keys(self) -> set[str]:
-        return set(await self.svc.complete_objects())
+        return await self.svc.complete_keys()
 
     async def counters(self) -> dict[str, int]:
         t = await self.svc.shard_totals("evicted_keys", "evicted_bytes")

@@ -68,7 +68,7 @@ def add_metadata_routes(app: FastAPI, worker: Any) -> None:
 
     @app.get("/get_all_keys", include_in_schema=False)
     async def get_all_keys() -> Response:
-        keys = await worker.svc().complete_objects()
+        keys = await worker.svc().complete_keys()
         return PlainTextResponse("".join(k + "\n" for k in keys))
 
     @app.delete(PATH, include_in_schema=False)
