@@ -1,10 +1,7 @@
 """Redis connections (standalone, cluster, embedded fakeredis) and the script runner.
 
-Scripts run as Redis functions (FCALL; :func:`.lua_loader.library`): a library's helpers are
-made once, at FUNCTION LOAD, not on every call as an EVAL script's chunk makes them. A call that
-finds its function missing (a new or restarted server without persistence, FUNCTION FLUSH, a
-node added to a cluster) loads the library on that node and calls again, so a running worker
-never breaks. On a
+Scripts run by EVALSHA; on NOSCRIPT (after ``SCRIPT FLUSH``, a restart or a failover) the runner
+falls back to EVAL, which also re-caches the script, so a running worker never breaks. On a
 cluster, a batch is split per node: each call carries only keys of slots that node serves and is
 sent there explicitly; a slot move (MOVED/ASK/TRYAGAIN) refreshes the map and regroups.
 
@@ -32,6 +29,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     MovedError,
+    NoScriptError,
     OutOfMemoryError,
     RedisClusterException,
     ResponseError,
@@ -121,11 +119,6 @@ def map_redis_error(exc: BaseException, what: str) -> MooncakeError | None:
     return None
 
 
-def _function_missing(exc: ResponseError) -> bool:
-    """FCALL of a library this Redis does not hold (a new or flushed server, FUNCTION FLUSH)."""
-    return str(exc).startswith("Function not found")
-
-
 def _is_oom(exc: BaseException) -> bool:
     return str(exc).startswith("OOM ") or "-OOM" in str(exc)
 
@@ -190,6 +183,7 @@ class Backend:
         self.fake = fake
         self.url = url
         self.scripts: dict[str, LuaScript] = load_all()
+        self._with_shebang = not fake
         # Set when this process finds the namespace recorded with other settings (Redis
         # restarted empty and another process recorded its own): every call is refused.
         self.refused: MooncakeError | None = None
@@ -271,7 +265,7 @@ class Backend:
         if self.refused is not None:
             raise self.refused
         script = self.scripts[name]
-        function, library = script.function
+        sha = script.sha(self._with_shebang)
         extra: dict[str, Any] = {}
         if self.cluster:
             extra["target_nodes"] = node if node is not None else self.node_of(keys[0])
@@ -280,31 +274,12 @@ class Backend:
 
         async def run() -> Any:
             try:
-                return await send("FCALL", function, len(keys), *keys, *args, **extra)
-            except ResponseError as exc:
-                if not _function_missing(exc):
-                    raise
-            try:
-                await self._load_library(library, send, extra)
-            except ResponseError as exc:
-                if not (isinstance(exc, OutOfMemoryError) or _is_oom(exc)):
-                    raise
-                # FUNCTION LOAD is refused at maxmemory, EVAL is not (the script's flags
-                # decide): the evictor and the reads keep working until the library loads.
-                src = script.source(with_shebang=True)
+                return await send("EVALSHA", sha, len(keys), *keys, *args, **extra)
+            except NoScriptError:
+                src = script.source(self._with_shebang)
                 return await send("EVAL", src, len(keys), *keys, *args, **extra)
-            return await send("FCALL", function, len(keys), *keys, *args, **extra)
 
         return await self._mapped(name, run, script.idempotent, extra.get("target_nodes"))
-
-    async def _load_library(self, library: str, send: Any, extra: dict[str, Any]) -> None:
-        """FUNCTION LOAD on the node that lacked it; a library another process loaded
-        meanwhile is the same one (its name carries the digest of its source)."""
-        try:
-            await send("FUNCTION", "LOAD", library, **extra)
-        except ResponseError as exc:
-            if "already exists" not in str(exc):
-                raise
 
     async def command(self, *args: Any, idempotent: bool = True, node: Any = None) -> Any:
         """A plain Redis command, with the error mapping and the resend of :meth:`call`."""
@@ -378,14 +353,13 @@ class Backend:
                 await drop_idle(self.client.connection_pool)
 
     async def load_scripts(self) -> None:
-        """Loads every script's library on every primary (``/ready`` reports it); a call that
-        finds its function missing loads it anyway."""
-        send = self.client.execute_command
-        nodes = self.client.get_primaries() if self.cluster else [None]
-        for node in nodes:
-            extra = {"target_nodes": node} if node is not None else {}
-            for script in self.scripts.values():
-                await self._load_library(script.function[1], send, extra)
+        """Preload every script (``/ready`` reports it); EVALSHA falls back anyway."""
+        for script in self.scripts.values():
+            src = script.source(self._with_shebang)
+            if self.cluster:
+                await self.client.script_load(src)  # redis-py sends it to every primary
+            else:
+                await self.client.script_load(src)
 
     # -- cluster grouping -------------------------------------------------------------------
     def node_of(self, key: str) -> ClusterNode:

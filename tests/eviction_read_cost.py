@@ -37,9 +37,7 @@ TRACE = HERE.parent.parent / "shared" / "traces" / "conversation_trace.jsonl"
 
 async def rows(tree: str) -> None:
     sys.path.insert(0, tree)
-    from lua_line_profile import HOOK, UNHOOK, run_scripts_by_eval
-
-    run_scripts_by_eval()
+    from lua_line_profile import HOOK, UNHOOK
 
     import mooncake_redis.lua_calls as lua
     from mooncake_redis import Config, MasterService, backend

@@ -39,23 +39,8 @@ end
 UNHOOK = "function() debug.sethook() end"
 
 
-def run_scripts_by_eval() -> None:
-    """These tools hook fakeredis's EVAL interpreter: the backend's calls go there as EVAL
-    scripts instead of functions. A script's code is the same in both forms; only what runs
-    before it differs (the includes' chunk on every call, or a library's per-call state:
-    docs/architecture.md "The scripts as Redis functions")."""
-    from mooncake_redis import backend
-
-    async def call(self: Any, name: str, keys: Any, args: Any, node: Any = None) -> Any:
-        src = self.scripts[name].source(False)
-        return await self.client.execute_command("EVAL", src, len(keys), *keys, *args)
-
-    backend.Backend.call = call  # type: ignore[method-assign]
-
-
 async def main(tree: str, what: str, top: int) -> None:
     sys.path.insert(0, tree)
-    run_scripts_by_eval()
     from mooncake_redis import Config, MasterService, backend
     from mooncake_redis.bench.common import CLIENT, populate
     from mooncake_redis.lua_loader import load_all

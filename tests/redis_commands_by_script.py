@@ -30,9 +30,7 @@ def main() -> None:
     from mooncake_redis.models import ReplicateConfig, Segment
 
     port = int(os.environ["REDIS_CMD_PORT"])
-    scripts = load_all(tree + "/lua")
-    names = {s.sha(w): n for n, s in scripts.items() for w in (False, True)}
-    names.update({s.function[0]: n for n, s in scripts.items() if hasattr(s, "function")})
+    names = {s.sha(w): n for n, s in load_all(tree + "/lua").items() for w in (False, True)}
     r = redis.Redis(port=port)
     r.flushall()
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -45,7 +43,7 @@ def main() -> None:
                 if stop.is_set():
                     return
                 words = cmd["command"].split()
-                if words[0] in ("EVALSHA", "EVAL", "FCALL", "FCALL_RO"):
+                if words[0] in ("EVALSHA", "EVAL"):
                     script = names.get(words[1], words[1][:8])
                 elif on.is_set() and cmd.get("client_type") == "lua":
                     counts[(script, words[0].upper())] += 1

@@ -57,13 +57,11 @@ def _slowlog_report() -> None:
     r = redis.Redis.from_url(_redis_url())
     r.config_set("slowlog-log-slower-than", 10_000)
     names = {s.sha(w): n for n, s in load_all().items() for w in (False, True)}
-    names.update({s.function[0]: n for n, s in load_all().items()})  # FCALL <function>
     micros: collections.Counter[str] = collections.Counter()
     calls: collections.Counter[str] = collections.Counter()
     for entry in r.slowlog_get(-1):
         cmd = entry["command"].split()
-        script = cmd[0].upper() in (b"EVALSHA", b"FCALL", b"FCALL_RO")
-        label = names.get(cmd[1].decode(), "?") if script else cmd[0].decode()
+        label = names.get(cmd[1].decode(), "?") if cmd[0].upper() == b"EVALSHA" else cmd[0].decode()
         micros[label] += entry["duration"]
         calls[label] += 1
     r.slowlog_reset()

@@ -34,7 +34,6 @@ def main(tree: str, port: int, requests: int, blocks: int) -> None:
     from mooncake_redis.lua_loader import load_all
 
     names = {s.sha(w): n for n, s in load_all().items() for w in (False, True)}
-    names.update({s.function[0]: n for n, s in load_all().items()})  # FCALL <function>
     subprocess.run(["redis-cli", "-p", str(port), "flushall"], check=True, capture_output=True)
     log = Path(f"/tmp/replay_commands_{port}.txt")
     with log.open("w") as out:
@@ -68,7 +67,7 @@ def main(tree: str, port: int, requests: int, blocks: int) -> None:
             if src == "lua":
                 inner[cur][cmd] += 1
             else:
-                evalsha = cmd in ("EVALSHA", "EVALSHA_RO", "FCALL", "FCALL_RO")
+                evalsha = cmd in ("EVALSHA", "EVALSHA_RO") and first is not None
                 cur = names.get(first, "?") if evalsha and first is not None else cmd
                 calls[cur] += 1
     log.unlink()

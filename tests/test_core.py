@@ -12,9 +12,7 @@ from mooncake_redis.keys import KeySchema
 from mooncake_redis.lua_loader import (
     LuaLoadError,
     drop_unused,
-    library,
     load_all,
-    lua_dir,
     parse,
     strip_comment_lines,
 )
@@ -201,54 +199,3 @@ def test_batch_shards_match_the_per_key_shard(pattern: str | None) -> None:
     expected = [single.shard_of_key(k) for k in keys]
     assert batch.shards_of_keys(keys) == expected
     assert batch.shards_of_keys(keys) == expected  # now from the memo
-
-
-def test_scripts_run_as_functions_with_fresh_state_per_call(tmp_path: Path) -> None:
-    """Each script runs as a Redis function (``library``): its helpers are made once, at
-    FUNCTION LOAD, and its UPPER_CASE constants and function values on the first call; every
-    other statement of an include's top level (memo tables, the ARGV cursor) runs again at the
-    start of every call, so a call never sees another's state. A constant written after it is
-    made is refused at load. Every script's library loads (no more than Lua's 60 upvalues in
-    any of its functions), here and on the real servers (the suite calls them)."""
-    import fakeredis
-
-    inc = tmp_path / "includes"
-    inc.mkdir()
-    memo = (
-        "--!include common.lua\n"
-        "--!include fields.lua\n"
-        "local memo = {} -- one call's\n"
-        "local seen = { n = 0 }\n"
-        "local tally = setmetatable({}, { __index = function() return 0 end }) -- a call's too\n"
-        "local LIMITS = { most = 3 }\n"
-        "local function remember(x)\n"
-        "  memo[#memo + 1] = x\n"
-        "  seen.n = seen.n + 1\n"
-        "  tally.n = tally.n + 1\n"
-        "  return math.min(#memo, LIMITS.most)\n"
-        "end\n"
-    )
-    (inc / "memo.lua").write_text(memo)
-    (inc / "common.lua").write_text((lua_dir() / "includes" / "common.lua").read_text())
-    text = (
-        "#!lua flags=no-writes\n-- KEYS: one\n-- ARGV: values\n-- Returns: counts\n"
-        "--!include memo.lua\n"
-        "local n = 0\n"
-        "for _ = 1, #ARGV do n = remember(arg()) end\n"
-        "return { n, seen.n, tally.n, F.obj.status }\n"
-    )
-    script = parse("t_memo.lua", text, inc)
-    name, source = script.function
-    assert "local function remember(x)" in source.split("local function __mooncake_redis_first")[0]
-    r = fakeredis.FakeRedis()
-    r.execute_command("FUNCTION", "LOAD", source)
-    assert r.fcall(name, 1, "k", "a", "b") == [2, 2, 2, b"S"]
-    assert r.fcall(name, 1, "k", "c") == [1, 1, 1, b"S"]  # memo, seen, tally, the cursor: anew
-    assert r.fcall(name, 1, "k", "c", "d", "e", "f") == [3, 4, 4, b"S"]  # LIMITS made once
-    (inc / "memo.lua").write_text(memo.replace("  return", "  LIMITS.most = 4\n  return"))
-    with pytest.raises(LuaLoadError, match="constant LIMITS is written"):
-        library(parse("t_memo.lua", text, inc))
-    for script in load_all().values():
-        r.execute_command("FUNCTION", "LOAD", script.function[1])
-    names = {s.function[0] for s in load_all().values()}
-    assert len(names) == len(load_all())

@@ -4,8 +4,7 @@ A throwaway redis-server with ``--appendonly yes`` serves one MasterService (the
 holds). Writers put chained objects (each under the previous block, so radix links cross shards)
 and record every put acknowledged by put_end. Redis is killed with SIGKILL mid-load and restarted
 on the same port and directory; the writers keep going. The same service object, never rebuilt,
-must reconnect by itself; its scripts' functions come back with the AOF (a Redis without
-persistence loses them, and the next call loads its library again). Afterwards:
+must reconnect by itself and reload its scripts (EVALSHA NOSCRIPT -> EVAL). Afterwards:
 - with ``always`` every acknowledged object is still there and COMPLETE, the tree is intact;
 - with ``everysec`` the acknowledged objects missing after the restart are counted and the loss
   window (kill time minus the oldest missing acknowledgement) is measured;
@@ -106,8 +105,8 @@ async def run_restart(fsync: str, seconds_before: float = 1.5) -> dict[str, Any]
         stop.set()
         await asyncio.gather(*tasks)
         assert load.ok_after_restart >= 50, f"no progress after the restart: {load.first_error}"
-        name, _ = svc.backend.scripts["put_start"].function
-        assert await svc.backend.client.function_list(name)  # from the AOF, or loaded again
+        sha = svc.backend.scripts["put_start"].sha(True)
+        assert (await svc.backend.client.script_exists(sha)) == [True]  # reloaded by itself
         present = await complete_objects(svc)
         missing = {k: t for k, t in load.acked.items() if k not in present}
         window_ms = round((killed_at - min(missing.values())) * 1000) if missing else 0

@@ -1,9 +1,9 @@
 """The scripts' multiplexed connection (script_channel.py) on a real Redis: replies reach their
 callers in order under concurrency, a cancelled caller leaves the stream in step, a lost
 connection fails its waiting calls as a lost connection (an idempotent step is resent, then the
-channel connects again), Redis errors keep redis-py's classes (a missing function is loaded
-again, OOM and script errors map as on the pool), a new event loop connects anew, and a URL's
-user, password and database are honoured. A socket timeout keeps the pool."""
+channel connects again), Redis errors keep redis-py's classes (NOSCRIPT falls back to EVAL, OOM
+and script errors map as on the pool), a new event loop connects anew, and a URL's user,
+password and database are honoured. A socket timeout keeps the pool."""
 
 from __future__ import annotations
 
@@ -137,12 +137,10 @@ async def test_redis_errors_keep_their_meaning(redis_url: str) -> None:
     backend = _backend(redis_url)
     r = redis.Redis.from_url(redis_url)
     try:
-        # Its function missing (FUNCTION FLUSH): the call loads the library and runs it.
+        # NOSCRIPT (the cache flushed): EVAL runs it and caches it again.
+        r.script_flush()
         assert await backend.call("t_echo", ["{e}:k"], ["v"]) == [b"{e}:k", b"v"]
-        r.function_flush()
-        assert await backend.call("t_echo", ["{e}:k"], ["w"]) == [b"{e}:k", b"w"]
-        name, _ = ECHO.function
-        assert [lib[1] for lib in r.function_list(name)] == [name.encode()]  # its library only
+        assert r.script_exists(ECHO.sha(True)) == [True]
         # A script's own error: the same ResponseError the pool raises (unmapped).
         with pytest.raises(ResponseError, match="t_fail said no"):
             await backend.call("t_fail", ["{e}:k"], [])

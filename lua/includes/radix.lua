@@ -101,7 +101,7 @@ end
 -- full, but a script's locals are made anew on every call: filling it cost a call about 7 us
 -- (unhex) and 9-12 us (hex) for its first hash (docs/benchmarks.md, "Hex in Lua").
 local radix_floor, radix_char, radix_byte = math.floor, string.char, string.byte
-local radix_unhex32 = function(h) -- made once
+local radix_unhex32 = function(h)
   local b = {}
   for i = 1, 64, 8 do
     local v = tonumber(string.sub(h, i, i + 7), 16)
@@ -112,12 +112,11 @@ local radix_unhex32 = function(h) -- made once
   return radix_char(unpack(b))
 end
 local RADIX_HEX32 = string.rep('%02x', 32)
-local radix_hex32 = function(x) -- made once
+local radix_hex32 = function(x)
   return string.format(RADIX_HEX32, radix_byte(x, 1, 32))
 end
-local radix_struct, radix_bit = rawget(_G, 'struct'), rawget(_G, 'bit') -- nil in fakeredis
-if radix_struct then -- made once
-  local pack, unpack_words, fmt, sub = radix_struct.pack, radix_struct.unpack, string.format, string.sub
+if struct then
+  local pack, unpack_words, fmt, sub = struct.pack, struct.unpack, string.format, string.sub
   local WORDS, HEX_WORDS = '>I6I6I6I6I6I2', string.rep('%012x', 5) .. '%04x'
   radix_unhex32 = function(h)
     return pack(WORDS, tonumber(sub(h, 1, 12), 16), tonumber(sub(h, 13, 24), 16),
@@ -127,8 +126,8 @@ if radix_struct then -- made once
   radix_hex32 = function(x)
     return fmt(HEX_WORDS, unpack_words(WORDS, x)) -- the position unpack adds is not formatted
   end
-elseif radix_bit then
-  local tohex = radix_bit.tohex
+elseif bit then
+  local tohex = bit.tohex
   radix_hex32 = function(x)
     local w = {}
     for i = 1, 32, 4 do

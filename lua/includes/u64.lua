@@ -37,26 +37,23 @@ local function u64_of(n)
   return string.format('%016x', n)
 end
 
--- LuaBitOp where the runtime has it (Redis), else nil (fakeredis). Looked up raw: a Redis
--- function (FCALL) errors on reading a global that does not exist, as fakeredis's do.
-local u64_bit = rawget(_G, 'bit')
 -- An integer number in [0, 2^32) as 8 hex digits: LuaBitOp's bit.tohex where the runtime has
 -- it (Redis: about half the instructions of string.format), string.format otherwise (fakeredis).
-local hex8 = (u64_bit and u64_bit.tohex) or function(x) -- made once
+local hex8 = (bit and bit.tohex) or function(x)
   return string.format('%08x', x)
 end
 
 -- An integer number in [0, 2^32) as hex without leading zeros ('0' for zero), as
 -- string.format('%x', x) writes it (by bit.tohex where the runtime has it).
 local function hex_short(x)
-  if not u64_bit then
+  if not bit then
     return string.format('%x', x)
   end
   local d, t = 1, 16
   while x >= t and d < 8 do
     d, t = d + 1, t * 16
   end
-  return u64_bit.tohex(x, d)
+  return bit.tohex(x, d)
 end
 
 -- a + b, or nil past 2^64 - 1 (callers add within a segment: offset + length <= size).

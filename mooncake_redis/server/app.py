@@ -142,7 +142,7 @@ class Worker:
             await self.service.backend.load_scripts()
             self.scripts_loaded = True
         except RedisError as exc:
-            log.warning("script preload failed (%s); each call loads its own", type(exc).__name__)
+            log.warning("script preload failed (%s); EVALSHA falls back", type(exc).__name__)
         self.metrics.attach(self.service, self.settings.metrics_refresh_s)
         # The evictor coordinator runs the janitor while it holds the lease; a worker without
         # one ticks it itself (rate-limited across workers through Redis).
