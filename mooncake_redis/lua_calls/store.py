@@ -7,7 +7,7 @@ runs the unlinks and applies the frees (:meth:`~mooncake_redis.puts.Puts.finish_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -154,7 +154,7 @@ async def _complete(ctx: Context, with_ids: int) -> list[list[Any]]:
     return [flat for _, reply in replies for flat in reply]
 
 
-def _decoder(flat: list[Any]) -> Any:
+def _decoder(flat: list[Any]) -> Callable[[Any], str]:
     # Bulk strings come back as bytes: decoded by map, not a call per value (the replay's
     # health samples read every object).
     return bytes.decode if flat and type(flat[0]) is bytes else _s
