@@ -17,10 +17,9 @@
 --!include common.lua
 
 local pattern, with_ids = arg(), argn() == 1
-local wanted, order, count = {}, {}, {}
+local wanted, order = {}, {}
 each_group(function(tag, _, _)
   wanted[tag] = {}
-  count[tag] = 0
   table.insert(order, tag)
 end)
 local sfind, ssub, obj_id = string.find, string.sub, K.obj_id
@@ -37,16 +36,14 @@ repeat
     local keys = tag and wanted[tag]
     local key = keys and obj_id(okey, close)
     if key then
-      local n = count[tag]
+      local n = #keys
       if with_ids then
         local f = redis.call('HMGET', okey, status, put_id)
         if f[1] == complete then
           keys[n + 1], keys[n + 2] = key, f[2] or ''
-          count[tag] = n + 2
         end
       elseif redis.call('HGET', okey, status) == complete then
         keys[n + 1] = key
-        count[tag] = n + 1
       end
     end
   end
