@@ -15,7 +15,10 @@
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: head: epoch, lease expiry ms, allow soft-pinned (0/1), here (1: apply the frees in this
 --       call, a single Redis only), segment count m and m segment anchors (<segment tag>:info)
---       to read after the frees (here only); then group count, then per group:
+--       to read after the frees (here only), then the clocks' ask (here only, and only from a
+--       caller whose groups cover every shard): leaves the pass evicted and did not publish yet
+--       (-1: no ask), the goal's used ratio, bytes still to free (may be <= 0) and objects
+--       still to evict ('': the goal is in bytes); then group count, then per group:
 --       anchor, shard index, n, then n items of leaf hash, pick position (children before
 --       their parents: the leaves are tried in that order, so a parent chosen with its
 --       children finds them gone on its first try).
@@ -23,7 +26,9 @@
 --          its node stores it), parent shard}},
 --          {continuation...}, {{shard, outbox entry}...} (none when here), now ms,
 --          {{shard, journal entry}...}, {per segment anchor: its segment_info row ({} when
---          unknown)}}, or {0} when fenced.
+--          unknown)}, published (1: the pass's goal is met after this call and the tiered
+--          policy's clocks were published as evict_publish does, for the leaves asked plus this
+--          call's)}, or {0} when fenced.
 --          status: 'ok' (evicted) or why not ('gone', 'inner', 'hard', 'lease', 'busy', 'soft').
 -- Errors: none.
 --!include evict_free.lua
@@ -33,6 +38,7 @@ local usage = {}
 for i = 1, argn() do
   usage[i] = arg()
 end
+local ask = { leaves = argn(), ratio = argn(), bytes = argn(), objects = arg() }
 local now = now_ms()
 local groups = evict_groups(2)
 -- The fence read also takes each shard's tier state (radix_tier_prime: the parents made leaves
@@ -48,7 +54,7 @@ local out, conts, frees, journal = {}, {}, {}, {}
 local pending = {}
 -- Per shard, written once at the end: its evicted_keys / evicted_bytes counters, and the
 -- deferred writes of the leaves evicted whole with one DEL (evict_block_leaf, evict_flush).
-local evicted, tags = {}, {}
+local evicted, tags, nleaves = {}, {}, 0
 for _, g in ipairs(groups) do
   for _, it in ipairs(g.items) do
     table.insert(pending, { g.tag, g.shard, it[1], #pending + 1, tonumber(it[2]) })
@@ -92,7 +98,7 @@ repeat
       end
       acc[1], acc[2] = acc[1] + #erased, dec_add(acc[2], bytes)
       out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
-      progress = true
+      progress, nleaves = true, nleaves + 1
     end
   end
   pending = retry
@@ -121,4 +127,10 @@ if here == 1 then
 else
   usage = {}
 end
-return { 1, out, conts, frees, now, journal, usage }
+-- The pass's goal met after this call: the clocks published now save the pass a call.
+local published = 0
+if here == 1 and ask.leaves >= 0 and evict_goal_met(ask, tags, evicted, usage) then
+  evict_publish_now(groups, ask.leaves + nleaves)
+  published = 1
+end
+return { 1, out, conts, frees, now, journal, usage, published }

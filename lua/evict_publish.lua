@@ -21,18 +21,9 @@ local groups = evict_groups(0)
 if not evict_fence(groups, epoch, expires, now_ms(), { F.stats.nodes, F.stats.clock }, true) then
   return 0
 end
-if turnover == '' then
-  local sum = 0
-  for _, g in ipairs(groups) do
-    sum = sum + (tonumber(g.stats[2]) or 0)
-  end
-  turnover = string.format('%d', sum)
+local rows = {}
+for i, g in ipairs(groups) do
+  rows[i] = { g.stats[2], g.stats[3] }
 end
-for _, g in ipairs(groups) do
-  local w = { F.stats.turnover, turnover, F.stats.clock, string.format('%d', (tonumber(g.stats[3]) or 0) + evicted) }
-  if g.raise then
-    w[5], w[6] = F.stats.fence, epoch
-  end
-  redis.call('HSET', K.stats(g.tag), unpack(w))
-end
+evict_publish_clocks(groups, rows, turnover, evicted, epoch)
 return 1

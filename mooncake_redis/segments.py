@@ -30,17 +30,26 @@ class Usage:
     allocated: int
     capacity: int
     segments: tuple[str, ...] = ()
+    pending: lua.Pending | None = None
+    """what eviction left pending, read in the same call (a single Redis; None: not read): a
+    pass started from this read needs no read of its own"""
 
     @property
     def ratio(self) -> float:
         return self.allocated / self.capacity if self.capacity else 0.0
 
     @classmethod
-    def over(cls, ids: Sequence[str], found: Sequence[SegmentStats | None]) -> Usage:
+    def over(
+        cls,
+        ids: Sequence[str],
+        found: Sequence[SegmentStats | None],
+        pending: lua.Pending | None = None,
+    ) -> Usage:
         """The usage over ``ids`` from their stats as read (``found``, in ``ids`` order):
         mounted segments only."""
         stats = [s for s in found if s is not None and s.mounted]
-        return cls(sum(s.allocated for s in stats), sum(s.size for s in stats), tuple(ids))
+        allocated, capacity = sum(s.allocated for s in stats), sum(s.size for s in stats)
+        return cls(allocated, capacity, tuple(ids), pending)
 
 
 class Segments:
@@ -148,16 +157,14 @@ class Segments:
     async def usage(self, segment_ids: Sequence[str] | None = None) -> Usage:
         """Allocated bytes and capacity over the mounted segments (the one used ratio); over
         ``segment_ids`` when given (else every registered one, the registry read first; on a
-        single Redis in the same call)."""
-        found: Sequence[SegmentStats | None]
+        single Redis in the same call, with what eviction left pending)."""
         if segment_ids is None and not self.ctx.backend.cluster:
-            segment_ids, found = await lua.segment_usage(self.ctx)
-            self.allocator.note_segment_ids(segment_ids)
-        else:
-            if segment_ids is None:
-                segment_ids = await self.allocator.segment_ids(True)
-            found = await self.segment_stats(segment_ids)
-        return Usage.over(segment_ids, found)
+            read = await lua.segment_usage(self.ctx)
+            self.allocator.note_segment_ids(read.ids)
+            return Usage.over(read.ids, read.stats, read.pending)
+        if segment_ids is None:
+            segment_ids = await self.allocator.segment_ids(True)
+        return Usage.over(segment_ids, await self.segment_stats(segment_ids))
 
     async def used_ratio(self) -> float:
         return (await self.usage()).ratio

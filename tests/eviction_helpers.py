@@ -12,6 +12,8 @@ from tests.helpers import h
 
 CLIENT = "evict-client"
 OBJ = 1000  # bytes per object
+# evict_leaves' ARGV head after the segments: no clocks to publish (lua/evict_leaves.lua)
+NO_CLOCKS = [-1, 0, 0, ""]
 
 
 def seg(i: int, size: int) -> Segment:

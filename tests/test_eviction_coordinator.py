@@ -12,6 +12,7 @@ import pytest
 from mooncake_redis import MasterService
 from mooncake_redis.eviction.coordinator import LeaseLost
 from tests.eviction_helpers import (
+    NO_CLOCKS,
     OBJ,
     assert_clean,
     assert_parents_alive,
@@ -80,11 +81,11 @@ async def test_epochs_stay_monotonic_when_redis_restarts_empty(make_service: Any
     # refused by the fence alone (its lease expiry is given far in the future here).
     now = await a.backend.time_ms()
     [(_, reply)] = await a.ctx.run_sharded(
-        "evict_leaves", [(0, ["x" * 64, 0])], [old, now + 60_000, 0, 0, 0]
+        "evict_leaves", [(0, ["x" * 64, 0])], [old, now + 60_000, 0, 0, 0, *NO_CLOCKS]
     )
     assert int(reply[0]) == 0  # fenced
     [(_, reply)] = await b.ctx.run_sharded(
-        "evict_leaves", [(0, ["x" * 64, 0])], [lb.epoch, now + 60_000, 0, 0, 0]
+        "evict_leaves", [(0, ["x" * 64, 0])], [lb.epoch, now + 60_000, 0, 0, 0, *NO_CLOCKS]
     )
     assert int(reply[0]) == 1  # the new epoch passes
 
@@ -102,12 +103,13 @@ async def test_fenced_former_leader_cannot_write(make_service: Any) -> None:
     now = await a.backend.time_ms()
     # the paused leader's script: refused by time, and by the fence even with a forged expiry
     for head in (stale, [stale[0], now + 60_000]):
-        [(_, reply)] = await a.run_sharded("evict_leaves", [(shard, [leaf, 0])], [*head, 0, 0, 0])
+        args = [*head, 0, 0, 0, *NO_CLOCKS]
+        [(_, reply)] = await a.run_sharded("evict_leaves", [(shard, [leaf, 0])], args)
         assert int(reply[0]) == 0
     assert await stored(a, leaf)
     # the holder's own scripts go through
     [(_, reply)] = await b.run_sharded(
-        "evict_leaves", [(shard, [leaf, 0])], [*b.evictor_lease.head(), 0, 0, 0]
+        "evict_leaves", [(shard, [leaf, 0])], [*b.evictor_lease.head(), 0, 0, 0, *NO_CLOCKS]
     )
     assert int(reply[0]) == 1 and not await stored(a, leaf)
     await b.resume_unlinks()

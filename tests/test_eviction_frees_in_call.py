@@ -22,6 +22,7 @@ from mooncake_redis.models import Segment
 from mooncake_redis.types import EvictionResult
 from tests.eviction_helpers import (
     CLIENT,
+    NO_CLOCKS,
     OBJ,
     assert_clean,
     assert_parents_alive,
@@ -175,8 +176,9 @@ async def test_a_fenced_call_frees_nothing(make_service: Any) -> None:
     epoch, expires = lease.head()
     leaf = blocks[-1][0]
     here = [0, 0] if svc.backend.cluster else [1, 1, svc.keys.segment_anchor("eseg0")]
+    head = [epoch - 1, expires, 0, *here, *NO_CLOCKS]
     [(_, reply)] = await svc.ctx.run_sharded(
-        "evict_leaves", [(svc.shard_of_key(leaf), [leaf, 0])], [epoch - 1, expires, 0, *here]
+        "evict_leaves", [(svc.shard_of_key(leaf), [leaf, 0])], head
     )
     assert int(reply[0]) == 0
     assert await stored(svc, leaf)

@@ -135,3 +135,63 @@ def test_tiered_spec() -> None:
     for bad in ("tiered:1/2", "tiered:0/-1/1", "tiered:x/1/1", "tiered:0/1/inf", "tiered:0/1/1/-1"):
         with pytest.raises(MooncakeError, match="tiered"):
             get_policy(bad)
+
+
+async def _clocks_run(svc: MasterService) -> tuple[list[Any], int, int]:
+    """Passes of several goals over chains, roots and a found block: per pass the keys it
+    evicted and every shard's turnover and clock after it; and the evict_publish calls and
+    passes run."""
+    calls: list[str] = []
+    real = svc.backend.call
+
+    async def counted(script: str, *args: Any, **kw: Any) -> Any:
+        calls.append(script)
+        return await real(script, *args, **kw)
+
+    svc.backend.call = counted  # type: ignore[method-assign]
+    blocks = [(h(f"root{i}"), "") for i in range(12)]
+    for c in range(4):
+        top = h(f"top{c}")
+        blocks += [(top, ""), (h(f"mid{c}"), top), (h(f"low{c}"), h(f"mid{c}"))]
+    await put_blocks(svc, blocks)
+    assert await svc.exist_key(h("root3"))  # found: a later tier
+    out: list[Any] = []
+    passes = 0
+    for goal in [{"max_objects": 1}, {"max_objects": 5}, {"force": True}, {"max_objects": 3}]:
+        res = await svc.evict_once(**goal)
+        passes += 1
+        stats = []
+        for shard in range(svc.keys.num_shards):
+            row = await svc.backend.client.hmget(svc.keys.anchor(shard), ["tto", "tlc"])
+            stats.append(row)
+        out.append((sorted(res.evicted_keys), res.evicted_leaves, stats))
+        await put_blocks(svc, [(h(f"again{passes}"), "")])
+    svc.backend.call = real  # type: ignore[method-assign]
+    return out, calls.count("evict_publish"), passes
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+async def test_clocks_published_by_the_call_that_met_the_goal(
+    make_service: Any, monkeypatch: pytest.MonkeyPatch, shards: int
+) -> None:
+    """On a single Redis the eviction call that meets the pass's goal publishes the clocks
+    itself (when its leaves cover every shard): the same keys go and every shard holds the
+    same turnover and clock after each pass as with evict_publish after the pass."""
+    from mooncake_redis.eviction.goal import Goal
+    from mooncake_redis.testing.probes import wipe
+
+    cfg = {"num_shards": shards, "default_kv_lease_ttl_ms": 0, "eviction_ratio": 0.25}
+    svc = await evict_service(make_service, 40 * OBJ, **cfg)
+    with monkeypatch.context() as m:
+        m.setattr(Goal, "clock_ask", lambda self: None)  # the pass publishes: the reference
+        ref, ref_publishes, passes = await _clocks_run(svc)
+    assert ref_publishes == passes or svc.backend.cluster  # a cluster: one per Redis node
+    await wipe(svc)
+    svc = await evict_service(make_service, 40 * OBJ, **cfg)
+    got, publishes, _ = await _clocks_run(svc)
+    assert got == ref
+    assert any(evicted for _, evicted, _ in got)
+    if svc.backend.cluster:
+        assert publishes == ref_publishes  # no call of one Redis node sees every shard
+    elif shards == 1:
+        assert publishes == 0  # every goal was met by an eviction call

@@ -53,6 +53,60 @@ local function evict_fence(groups, epoch, expires, now, extra, defer)
   return true
 end
 
+-- The tiered leaf policy's clocks after eviction, in each group's stats (the groups cover every
+-- shard): the turnover (blocks stored now: turnover, or '' for the sum of the groups' nodes
+-- counters) and the logical clock raised by evicted leaves. rows: per group, {nodes, clock} as
+-- read after the eviction; with an epoch, the fence of a group that raises it (g.raise, from
+-- evict_fence with defer) goes in the same write.
+local function evict_publish_clocks(groups, rows, turnover, evicted, epoch)
+  if turnover == '' then
+    local sum = 0
+    for i = 1, #groups do
+      sum = sum + (tonumber(rows[i][1]) or 0)
+    end
+    turnover = string.format('%d', sum)
+  end
+  for i, g in ipairs(groups) do
+    local w = { F.stats.turnover, turnover, F.stats.clock, string.format('%d', (tonumber(rows[i][2]) or 0) + evicted) }
+    if epoch and g.raise then
+      w[5], w[6] = F.stats.fence, epoch
+    end
+    redis.call('HSET', K.stats(g.tag), unpack(w))
+  end
+end
+
+-- Whether an eviction call met its pass's goal (eviction/goal.py Goal.need, from the same
+-- numbers): ask = {leaves, ratio, bytes still to free before the call, objects still to
+-- evict before it ('': the goal is in bytes)}; evicted[tag] = {objects, bytes (decimal)} of
+-- the call's shards (tags); usage: the goal's segments' segment_info rows after the frees.
+local function evict_goal_met(ask, tags, evicted, usage)
+  local objects, bytes = 0, 0
+  for _, tag in ipairs(tags) do
+    objects, bytes = objects + evicted[tag][1], bytes + tonumber(evicted[tag][2])
+  end
+  if ask.objects ~= '' then
+    return tonumber(ask.objects) - objects <= 0
+  end
+  local allocated, capacity = 0, 0
+  for _, row in ipairs(usage) do
+    if row[8] == '1' then
+      allocated = allocated + tonumber(row[7] or '0', 16)
+      capacity = capacity + tonumber(row[3] or '0', 16)
+    end
+  end
+  return allocated - math.floor(ask.ratio * capacity) <= 0 and ask.bytes - bytes <= 0
+end
+
+-- evict_publish's write from an eviction call whose groups cover every shard and whose fences
+-- it raised already: the clocks raised by the pass's evicted leaves not published before.
+local function evict_publish_now(groups, evicted)
+  local rows = {}
+  for i, g in ipairs(groups) do
+    rows[i] = redis.call('HMGET', K.stats(g.tag), F.stats.nodes, F.stats.clock)
+  end
+  evict_publish_clocks(groups, rows, '', evicted)
+end
+
 -- Whether every replica of record raw (field r) is COMPLETE, and the bytes they hold (decimal
 -- string), read from the record alone: a status and a length need no segment-table lookup.
 -- A length of at most 10 hex digits (below 2^40: thousands of them sum exactly) adds as a

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ..allocation import Allocator
 from ..context import Context
+from ..lua_calls import ClockAsk
 from ..radix import RadixIndex
 from ..segments import Usage
 from .metrics import EvictionResult
@@ -43,6 +44,11 @@ class Goal:
         self.ratio = ratio
         self.min_free = min_free
         self.max_objects = max_objects
+        self.publish_clocks = False
+        """the pass publishes the tiered policy's clocks once it ends (set by the pass)"""
+        self.published: int | None = None
+        """the pass's evicted leaves when an eviction call last published the clocks, having
+        met the goal (None: none did): the pass then publishes only what came after"""
 
     @property
     def used(self) -> float:
@@ -68,3 +74,13 @@ class Goal:
     def satisfied(self) -> bool:
         b, o = self.need()
         return b <= 0 and o <= 0
+
+    def clock_ask(self) -> ClockAsk | None:
+        """What an eviction call needs to tell, from this goal's numbers, that it met the goal
+        and may publish the clocks for the pass (None: the pass publishes none)."""
+        if not self.publish_clocks:
+            return None
+        r = self.result
+        objects = None if self.max_objects is None else self.max_objects - r.evicted_objects
+        unpublished = r.evicted_leaves - (self.published or 0)
+        return ClockAsk(unpublished, self.ratio, self.min_free - r.bytes, objects)

@@ -33,6 +33,8 @@ class LeafWrite(NamedTuple):
     usage: Usage | None
     """the used ratio over the segments asked for, read by the one eviction call after its
     frees (a single Redis); None: not read, the caller reads it"""
+    published: bool = False
+    """the clocks asked for were published: the goal was met after the call"""
 
 
 async def evict_leaves(
@@ -42,12 +44,14 @@ async def evict_leaves(
     leaves: Sequence[tuple[int, str]],
     allow_soft: bool,
     segments: Sequence[str] = (),
+    clocks: lua.ClockAsk | None = None,
 ) -> LeafWrite:
     """Evicts (shard, hash) leaves; counts what went into ``result``. On a single Redis the
     frees are applied by the eviction call itself and ``segments`` read after them, which
-    saves the pass two round trips (the outbox drain and the used ratio's read)."""
+    saves the pass two round trips (the outbox drain and the used ratio's read), and with
+    ``clocks`` the call publishes the clocks if the goal is met after it (a third)."""
     await lease.ensure()
-    calls = await lua.evict_leaves(deps.ctx, lease.head(), leaves, allow_soft, segments)
+    calls = await lua.evict_leaves(deps.ctx, lease.head(), leaves, allow_soft, segments, clocks)
     out: list[LeafOutcome] = [LeafOutcome("gone", [], "", -1) for _ in leaves]
     conts: list[Any] = []
     frees: list[tuple[int, str]] = []
@@ -83,4 +87,4 @@ async def evict_leaves(
     read = calls[0].segments if len(calls) == 1 else None  # one call saw every free: none left
     if segments and read is not None and not frees:
         usage = Usage.over(segments, read)
-    return LeafWrite(out, usage)
+    return LeafWrite(out, usage, len(calls) == 1 and calls[0].published)

@@ -75,9 +75,10 @@ class OrphanEvictor:
                 todo = [(keys.shard_of(h), h) for h in level]
                 usage = None
                 while todo:
-                    outcomes, usage = await evict_leaves(
+                    write = await evict_leaves(
                         self.deps, self.lease, self.result, todo, self.allow_soft, segments
                     )
+                    outcomes, usage = write.outcomes, write.usage
                     # 'inner': a child on another Redis node went in the same wave; its unlink
                     # has run since, so try once more. Anything else stays for a later pass.
                     retry = [leaf for leaf, o in zip(todo, outcomes) if o.status == "inner"]

@@ -158,7 +158,8 @@ class Eviction:
         usage: Usage | None = None,
     ) -> EvictionResult:
         """One pass under ``lease`` (already acquired). Raises LeaseLost when fenced.
-        ``usage``: the used ratio as the caller has just read it (not read again)."""
+        ``usage``: the used ratio as the caller has just read it (not read again, nor what it
+        says eviction left pending)."""
         async with self._lock:
             return await self._pass(lease, force, max_objects, target_ratio, usage)
 
@@ -188,7 +189,10 @@ class Eviction:
             # What a previous evictor left half done: cascades, then frees (the used ratio),
             # each only where the one count of all three (with the orphans) is not 0.
             await lease.ensure()
-            pending = await lua.evict_pending(self.ctx)
+            # The used ratio's read on a single Redis counted them already (one call fewer).
+            pending = usage.pending
+            if pending is None:
+                pending = await lua.evict_pending(self.ctx)
             done = 0
             if pending.unlinks:
                 done += await self.resume_unlinks()
@@ -236,13 +240,16 @@ class Eviction:
                     rfc = cfg.radix_eviction_target == "watermark" and not making_room
                     target_ratio = hw if rfc else max(0.0, hw - er)
                 goal = Goal(self.usage, result, usage, target_ratio, min_free, max_objects)
+                goal.publish_clocks = bool(policy.tier_offsets())
                 # Orphaned subtrees can never be a prefix hit: they go before any leaf.
                 if pending is None or pending.orphans:
                     await OrphanEvictor(self.deps, lease, result, goal).run()
                 if not goal.satisfied():
                     await RadixEvictor(self.deps, lease, policy, result, goal).run()
-                if policy.tier_offsets():
-                    await self._publish_clocks(lease, result.evicted_leaves)
+                # Unless the eviction call that met the goal published them (and nothing since).
+                if goal.publish_clocks and goal.published != result.evicted_leaves:
+                    unpublished = result.evicted_leaves - (goal.published or 0)
+                    await self._publish_clocks(lease, unpublished)
                 result.used_after = goal.used
             else:
                 result.mode, result.policy = "batch", "batch-evict"

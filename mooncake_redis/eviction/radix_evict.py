@@ -355,9 +355,20 @@ class RadixEvictor:
         evicted: list[int],
     ) -> Usage | None:
         leaves = [(picked[i].shard, picked[i].h) for i in wave]
-        outcomes, usage = await evict_leaves(
-            self.deps, self.lease, self.result, leaves, self.allow_soft, self.goal.segments
+        # A call whose leaves cover every shard (always, on one shard) can publish the clocks.
+        every = len({sh for sh, _ in leaves}) == self.deps.ctx.keys.num_shards
+        write = await evict_leaves(
+            self.deps,
+            self.lease,
+            self.result,
+            leaves,
+            self.allow_soft,
+            self.goal.segments,
+            self.goal.clock_ask() if every else None,
         )
+        if write.published:
+            self.goal.published = self.result.evicted_leaves
+        outcomes, usage = write.outcomes, write.usage
         for i, o in zip(wave, outcomes):
             if o.status != "ok":
                 continue

@@ -13,7 +13,7 @@ from ..context import Context, ShardItem
 from ..models import SegmentStats
 from ..records import FreePair, _s, node_parent_hash
 from .radix import RawContinuation
-from .segment import segment_stats
+from .segment import Pending, segment_stats
 
 Journal = list[tuple[int, str]]  # (shard, journaled unlink step as cjson)
 
@@ -105,6 +105,18 @@ class FencedCall(NamedTuple):
     segments: list[SegmentStats | None] | None = None
     """evict_leaves on a single Redis: the segments asked for, read after the call's frees
     (None: not read)"""
+    published: bool = False
+    """evict_leaves: the pass's goal was met after the call, which published the clocks"""
+
+
+class ClockAsk(NamedTuple):
+    """evict_leaves on a single Redis, from a caller whose leaves cover every shard: publish
+    the tiered policy's clocks (as evict_publish) if the pass's goal is met after the call."""
+
+    leaves: int  # leaves the pass evicted before the call and did not publish yet
+    ratio: float  # the goal's used ratio
+    bytes: int  # bytes still to free before the call (may be <= 0)
+    objects: int | None  # objects still to evict before the call (None: the goal is in bytes)
 
 
 async def evict_fence(ctx: Context, epoch: int) -> None:
@@ -151,14 +163,6 @@ async def evict_counts(ctx: Context) -> dict[int, int]:
         for shard, (objects, _expired) in zip(idx, groups):
             out[shard] = int(objects)
     return out
-
-
-class Pending(NamedTuple):
-    """What ``evict_pending`` counted over every shard."""
-
-    unlinks: int  # journaled unlink steps not yet run
-    outbox: int  # frees waiting in the outboxes
-    orphans: int  # orphan roots
 
 
 async def evict_pending(ctx: Context) -> Pending:
@@ -292,7 +296,7 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
             continue
         rows: list[tuple[int, Any]] = []
         if leaves:
-            _, raw, cs, fs, _now, js, _segs = reply
+            _, raw, cs, fs, _now, js, _segs, published = reply
             for i, (st, erased, nkeys, nbytes, parent, pshard) in zip(idx, raw):
                 keys = [_s(k) for k in erased]
                 row = EvictedLeaf(
@@ -300,13 +304,18 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
                 )
                 rows.append((i, row))
             journal = [(int(sh), _s(e)) for sh, e in js]
+            out.append(FencedCall(False, rows, list(cs), _frees(fs), journal, None, published == 1))
+            continue
         else:
             _, raw, cs, fs, _now = reply
             rows = [(i, (_s(st), int(nbytes))) for i, (st, nbytes) in zip(idx, raw)]
             journal = []
-        frees = [(int(sh), _s(e)) for sh, e in fs]
-        out.append(FencedCall(False, rows, list(cs), frees, journal))
+        out.append(FencedCall(False, rows, list(cs), _frees(fs), journal))
     return out
+
+
+def _frees(raw: Any) -> list[FreePair]:
+    return [(int(sh), _s(e)) for sh, e in raw]
 
 
 async def evict_leaves(
@@ -315,17 +324,23 @@ async def evict_leaves(
     leaves: Sequence[tuple[int, str]],
     allow_soft: bool,
     segments: Sequence[str] = (),
+    clocks: ClockAsk | None = None,
 ) -> list[FencedCall]:
     """``evict_leaves``: evicts (shard, hash) leaves, each with all its keys, tried in the
     order given (children before their parents; the shard groups do not keep it). On a single
-    Redis the frees are applied in the call (no outbox entry comes back) and ``segments`` are
-    read after them (each call's ``FencedCall.segments``, in that order)."""
+    Redis the frees are applied in the call (no outbox entry comes back), ``segments`` are
+    read after them (each call's ``FencedCall.segments``, in that order) and, with ``clocks``
+    (whose caller's leaves cover every shard), the clocks are published when the goal is met."""
     here = not ctx.backend.cluster
     anchors = [ctx.keys.segment_anchor(s) for s in segments] if here else []
+    ask: list[Any] = [-1, 0, 0, ""]
+    if here and clocks is not None:
+        objects = "" if clocks.objects is None else clocks.objects
+        ask = [clocks.leaves, repr(clocks.ratio), clocks.bytes, objects]
     calls = await ctx.run_sharded(
         "evict_leaves",
         [(sh, [h, i]) for i, (sh, h) in enumerate(leaves)],
-        [*fence, 1 if allow_soft else 0, 1 if here else 0, len(anchors), *anchors],
+        [*fence, 1 if allow_soft else 0, 1 if here else 0, len(anchors), *anchors, *ask],
     )
     out = _fenced(calls, leaves=True)
     if anchors:

@@ -187,12 +187,32 @@ async def segment_info(ctx: Context, seg_ids: Sequence[str]) -> list[SegmentStat
     return out
 
 
-async def segment_usage(ctx: Context) -> tuple[list[str], list[SegmentStats | None]]:
-    """``segment_usage`` (a single Redis): the registered segment ids, sorted, and each one's
-    record (None: unknown), in one call."""
-    ids, rows = await ctx.backend.call("segment_usage", [ctx.keys.global_key("segments")], [])
+class Pending(NamedTuple):
+    """What eviction left pending, counted over every shard (``evict_pending``, or the used
+    ratio's read on a single Redis)."""
+
+    unlinks: int  # journaled unlink steps not yet run
+    outbox: int  # frees waiting in the outboxes
+    orphans: int  # orphan roots
+
+
+class SegmentUsage(NamedTuple):
+    ids: list[str]  # the registered segment ids, sorted
+    stats: list[SegmentStats | None]  # each one's record (None: unknown), in ``ids`` order
+    pending: Pending | None  # None: not read (more shards than one call covers)
+
+
+async def segment_usage(ctx: Context) -> SegmentUsage:
+    """``segment_usage`` (a single Redis): the registered segments' records and what eviction
+    left pending in every shard, in one call."""
+    n = ctx.keys.num_shards
+    shards = n if n <= ctx.config.script_batch_size else 0
+    ids, rows, counts = await ctx.backend.call(
+        "segment_usage", [ctx.keys.global_key("segments")], [ctx.keys.anchor(0), shards]
+    )
     pairs = sorted(zip(map(_s, ids), rows))
-    return [i for i, _ in pairs], [segment_stats(i, row) for i, row in pairs]
+    pending = Pending(*map(int, counts)) if counts else None
+    return SegmentUsage([i for i, _ in pairs], [segment_stats(i, row) for i, row in pairs], pending)
 
 
 def segment_stats(seg_id: str, row: Sequence[Any]) -> SegmentStats | None:
