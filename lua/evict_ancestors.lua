@@ -17,31 +17,7 @@ local now = now_ms()
 local out = {}
 for _, g in ipairs(evict_groups(2)) do
   for _, it in ipairs(g.items) do
-    local chain = {}
-    local tag, shard, h = g.tag, g.shard, it[1]
-    local depth = tonumber(it[2])
-    for _ = 1, depth do
-      local node = evict_node_read(tag, h)
-      local st, b, o, soft = evict_leaf_state(tag, h, now, true, node)
-      local nc = node and node.nc or 0
-      if st ~= 'ok' then
-        table.insert(chain, { st, nc, shard, {} })
-        break
-      end
-      local row = evict_leaf_row(tag, h, b, o, soft, node)
-      table.insert(chain, { st, nc, shard, row })
-      local p, ps = row[7], tonumber(row[8])
-      if nc ~= 1 or p == '' or not ps or ps < 0 then
-        break
-      end
-      p = radix_parent_hash(p)
-      local ptag = K.shard(tag, ps)
-      if not evict_local(ptag) then
-        break
-      end
-      tag, shard, h = ptag, ps, p
-    end
-    table.insert(out, chain)
+    table.insert(out, evict_chain(g.tag, g.shard, it[1], tonumber(it[2]), now))
   end
 end
 return out

@@ -9,19 +9,27 @@
 -- the past) in (score, member) order and walks each shard only for its share of the first
 -- `want` entries (at most `max`): a shard with no share is not walked and its cursor stays,
 -- and its first entry comes back as its peek (no unread leaf of it sorts before the peek).
+-- A pass's first read may also read ahead what the pass's first ancestors read will ask
+-- (eviction/radix_evict.py: RadixEvictor.pick's first choice and read_ancestors, in the
+-- tiered policy's order): the chains come back with the nodes and depths they were read for,
+-- and the evictor uses them only for a read that asks exactly those (a call fewer).
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
--- ARGV: head: max per shard, limit per shard, want (0 = every shard up to max); then group
---       count, then per group: anchor, shard index, 1, then cursor score ('' = start), cursor
---       member.
+-- ARGV: head: max per shard, limit per shard, want (0 = every shard up to max), then the read
+--       ahead: the policy's put grace ('' = none), bytes and objects the pass needs, leaves
+--       per round, CHAIN_READ_AHEAD, PARENT_READ_AHEAD, SIDE_CHAIN_DEPTH; then group count,
+--       then per group: anchor, shard index, 1, then cursor score ('' = start), cursor member.
 -- Returns: {now ms, per group: {{row...}, cursor score, cursor member, exhausted 0/1,
 --          skipped lease, skipped hard, skipped busy, peek score, peek member ('' '' unless
---          not walked)}}, row = {hash, score, hits, bytes, objects, soft 0/1, parent (as
---          its node stores it: records.node_parent_hash reads it), parent shard, index score,
---          stamp, shard clock, exposed 0/1} (evict_leaf_row).
+--          not walked)}, read ahead: {} or {{node hash, shard, depth...}, {chain...}} (chains
+--          as evict_ancestors returns them)}, row = {hash, score, hits, bytes, objects, soft
+--          0/1, parent (as its node stores it: records.node_parent_hash reads it), parent
+--          shard, index score, stamp, shard clock, exposed 0/1} (evict_leaf_row).
 -- Errors: none.
 --!include evict.lua
 
 local max, limit, want = argn(), argn(), argn()
+local ahead = { grace = arg(), bytes = argn(), objects = argn(), round = argn(), chain = argn(),
+  parents = argn(), side = argn() }
 local now = now_ms()
 local out = {}
 local groups = evict_groups(2)
@@ -177,5 +185,65 @@ for gi, g in ipairs(groups) do
     table.insert(out, evict_window(tag, lk, cs, cm, csn, gmax))
   end
 end
-return { now, out }
+-- The read ahead: the leaves in the tiered order (young, index score, name) as the evictor's
+-- heap holds them, its first choice, and the parents that read_ancestors would ask for then.
+local function read_ahead()
+  local grace = tonumber(ahead.grace)
+  local rows = {}
+  for gi, g in ipairs(out) do
+    for _, r in ipairs(g[1]) do
+      if r[6] == 0 then -- a soft-pinned leaf waits aside
+        local young = (tonumber(r[3]) or 0) <= 0 and r[12] ~= 1 and tonumber(r[11]) - tonumber(r[10]) < grace
+        rows[#rows + 1] = { young and 1 or 0, tonumber(r[9]), r[1], r, groups[gi].tag }
+      end
+    end
+  end
+  table.sort(rows, function(a, b)
+    if a[1] ~= b[1] then
+      return a[1] < b[1]
+    elseif a[2] ~= b[2] then
+      return a[2] < b[2]
+    end
+    return a[3] < b[3]
+  end)
+  local c = rows[1]
+  if not c then
+    return {}
+  end
+  local cb, co = tonumber(c[4][4]), tonumber(c[4][5])
+  if ahead.round <= 1 or (cb >= ahead.bytes and co >= ahead.objects) then
+    return {} -- the round ends with its first choice
+  elseif c[4][7] == '' or tonumber(c[4][8]) < 0 then
+    return {} -- no parent to expose
+  end
+  local wanted
+  if ahead.objects > co then
+    wanted = ahead.objects - co
+  else
+    wanted = math.ceil((ahead.bytes - cb) / math.max(1, cb))
+  end
+  wanted = math.min(ahead.round - 1, math.max(1, wanted))
+  local depth = math.max(1, math.min(ahead.chain, wanted))
+  local side = math.min(ahead.side, depth)
+  local nodes, seen, chains = {}, {}, {}
+  for i = 1, 1 + math.min(ahead.parents, wanted) do
+    local r = rows[i] and rows[i][4]
+    local ps = r and tonumber(r[8])
+    if r and r[7] ~= '' and ps >= 0 then
+      local p = radix_parent_hash(r[7])
+      if not seen[p] then
+        local ptag = K.shard(c[5], ps)
+        if not evict_local(ptag) then
+          return {}
+        end
+        seen[p] = true
+        local d = i == 1 and depth or side
+        nodes[#nodes + 1], nodes[#nodes + 2], nodes[#nodes + 3] = p, ps, d
+        chains[#chains + 1] = evict_chain(ptag, ps, p, d, now)
+      end
+    end
+  end
+  return { nodes, chains }
+end
+return { now, out, ahead.grace ~= '' and read_ahead() or {} }
 

@@ -51,7 +51,7 @@ async def rows(tree: str) -> None:
     await populate(svc, 4000, chain=16, value_size=4096)
     runtime = backend._FAKE_SERVERS["eviction-read-cost"]._lua_runtime
     cursors = [(sh, "", "") for sh in range(64)]
-    _, windows = await lua.evict_candidates(svc.ctx, cursors, 4, 80, 0)
+    _, windows, _ = await lua.evict_candidates(svc.ctx, cursors, 4, 80, 0)
     starts = [(r.parent, r.parent_shard, 16) for w in windows for r in w.rows if r.parent][:16]
 
     async def count(read: Any) -> None:
@@ -70,7 +70,7 @@ async def rows(tree: str) -> None:
 
     def candidates(want: int) -> Any:
         async def read() -> int:
-            _, ws = await lua.evict_candidates(svc.ctx, cursors, 4, 80, want)
+            _, ws, _ = await lua.evict_candidates(svc.ctx, cursors, 4, 80, want)
             return sum(len(w.rows) for w in ws)
 
         return read
@@ -92,10 +92,12 @@ import mooncake_redis.lua_calls as L
 from mooncake_redis.replay import redis_target
 c = collections.Counter()
 oc, oa = L.evict_candidates, L.evict_ancestors
-async def ec(ctx, cursors, k, limit, want=0):
-    n, w = await oc(ctx, cursors, k, limit, want)
+async def ec(*args, **kw):
+    n, w, ahead = await oc(*args, **kw)
     c["candidate calls"] += 1; c["candidate rows"] += sum(len(x.rows) for x in w)
-    return n, w
+    if ahead is not None:
+        c["read ahead rows"] += sum(len(x) for x in ahead[1])
+    return n, w, ahead
 async def ea(ctx, starts):
     r = await oa(ctx, starts)
     c["ancestor calls"] += 1; c["ancestor rows"] += sum(len(x) for x in r)

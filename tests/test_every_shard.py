@@ -42,10 +42,11 @@ async def test_every_shard_answers_as_one_group_per_shard(make_service: Any) -> 
     await client.rpush(keys.shard_key(last, "outbox"), "s|0000000000001000|p2", "s|x|p3")
     await client.zadd(keys.shard_key(last, "orphans"), {"a" * 64: 1})
 
-    every, per = await _both(svc, "evict_candidates", [4, 80, 0], ["", ""])
+    no_ahead = ["", 0, 0, 0, 0, 0, 0]
+    every, per = await _both(svc, "evict_candidates", [4, 80, 0, *no_ahead], ["", ""])
     assert every == per
     assert sum(len(g[0]) for _, g in every) == 6  # each chain's leaf, from its shard's window
-    every, per = await _both(svc, "evict_candidates", [4, 80, 5], ["", ""])  # the merge
+    every, per = await _both(svc, "evict_candidates", [4, 80, 5, *no_ahead], ["", ""])  # merge
     assert every == per
     took = sum(len(g[0]) for _, g in every)
     assert took == 5 or (svc.backend.cluster and took > 5)  # a cluster merges per node

@@ -68,12 +68,14 @@ async def test_last_pick_of_a_pass_reads_no_parent(make_service: Any) -> None:
     assert res.evicted_objects == 1 and res.rounds == 1
     names = [c.name for c in calls]
     assert "evict_ancestors" not in names and "evict_leaf_info" not in names
-    # Two leaves in one round: the first pick's parent is read, the second's is not.
+    # Two leaves in one round: the first pick's parent is read, the second's is not (on a
+    # single Redis the pass's first candidates read reads it ahead: no evict_ancestors call).
     calls.clear()
     res = await svc.evict_once(max_objects=2)
     assert res.evicted_objects == 2 and res.rounds == 1
     names = [c.name for c in calls]
-    assert names.count("evict_ancestors") == 1 and "evict_leaf_info" not in names
+    reads = 1 if svc.backend.cluster else 0
+    assert names.count("evict_ancestors") == reads and "evict_leaf_info" not in names
     await assert_parents_alive(svc, dict(blocks))
     await assert_clean(svc)
 

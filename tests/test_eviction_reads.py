@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mooncake_redis import MasterService
 from mooncake_redis import lua_calls as lua
 from mooncake_redis.keys import node_parent_field
 from mooncake_redis.lua_loader import lua_dir
@@ -22,10 +23,11 @@ from tests.eviction_helpers import (
     OBJ,
     assert_clean,
     assert_parents_alive,
+    chain,
     evict_service,
     put_blocks,
 )
-from tests.helpers import h
+from tests.helpers import h, record_calls
 
 _runtime: Any = None
 
@@ -169,10 +171,74 @@ async def test_first_read_merges_many_shards_in_index_order(make_service: Any) -
         by_node.setdefault(node, []).extend(entries[:4])  # a head holds at most max entries
     assert len(index) == 600
     want = 12
-    _, windows = await lua.evict_candidates(svc.ctx, [(s, "", "") for s in range(64)], 4, 80, want)
+    cursors = [(s, "", "") for s in range(64)]
+    _, windows, _ = await lua.evict_candidates(svc.ctx, cursors, 4, 80, want)
     got = sorted(row.h for w in windows for row in w.rows)
     assert got == sorted(m for heads in by_node.values() for _, m in sorted(heads)[:want])
     res = await svc.evict_once(max_objects=8)
     order = [leaf for r in res.round_leaves for leaf in r]
     assert order == [m for _, m in sorted(index)][:8]
     await assert_clean(svc)
+
+
+async def _rounds_run(svc: MasterService) -> tuple[list[Any], int]:
+    """Passes of several goals over chains with branches, a found leaf and young leaves: the
+    leaves each pass's rounds chose, in order; and the evict_ancestors calls."""
+    calls = record_calls(svc)
+    blocks = []
+    for c in range(5):
+        trunk = chain(f"t{c}", 6)
+        blocks += trunk
+        blocks += [(h(f"b{c}{j}"), trunk[2 + j % 3][0]) for j in range(3)]  # side branches
+    blocks += [(h(f"root{i}"), "") for i in range(6)]
+    await put_blocks(svc, blocks)
+    assert await svc.exist_key(h("t13"))  # found: its subtree goes later
+    out: list[Any] = []
+    for i, goal in enumerate([{"max_objects": 7}, {"max_objects": 1}, {"force": True}]):
+        res = await svc.evict_once(**goal)
+        out.append(res.round_leaves)
+        await put_blocks(svc, [(h(f"young{i}{j}"), "") for j in range(3)], strict=False)
+    return out, [c.name for c in calls].count("evict_ancestors")
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+async def test_first_ancestors_read_ahead_chooses_the_same(
+    make_service: Any, monkeypatch: pytest.MonkeyPatch, shards: int
+) -> None:
+    """The pass's first candidates read reads ahead its first ancestors read (the tiered
+    order): every round chooses the same leaves in the same order as without it, and where one
+    call reads every shard (a single Redis, or one shard) some passes make no evict_ancestors
+    call."""
+    from mooncake_redis.eviction.radix_evict import RadixEvictor
+    from mooncake_redis.testing.probes import wipe
+
+    cfg = {"num_shards": shards, "default_kv_lease_ttl_ms": 0, "eviction_ratio": 0.3}
+    svc = await evict_service(make_service, 60 * OBJ, **cfg)
+    with monkeypatch.context() as m:
+        m.setattr(RadixEvictor, "_read_ahead", lambda self: None)
+        ref, ref_reads = await _rounds_run(svc)
+    await wipe(svc)
+    svc = await evict_service(make_service, 60 * OBJ, **cfg)
+    got, reads = await _rounds_run(svc)
+    assert got == ref
+    assert sum(len(r) for rounds in got for r in rounds) > 10
+    # A read ahead that is not exactly the read asked for is never used: here each one is
+    # replaced by chains that say 'gone' for nodes one level deeper than read.
+    real = lua.evict_candidates
+
+    async def poisoned(*args: Any, **kw: Any) -> Any:
+        n, windows, ahead = await real(*args, **kw)
+        if ahead is not None:
+            nodes = [(p, ps, d + 1) for p, ps, d in ahead[0]]
+            ahead = (nodes, [[lua.AncestorRow("gone", 0, ps, None)] for _, ps, _ in nodes])
+        return n, windows, ahead
+
+    await wipe(svc)
+    svc = await evict_service(make_service, 60 * OBJ, **cfg)
+    with monkeypatch.context() as m:
+        m.setattr(lua, "evict_candidates", poisoned)
+        assert (await _rounds_run(svc))[0] == ref
+    if svc.backend.cluster and shards > 1:
+        assert reads == ref_reads  # a read of several nodes' shards: no read ahead
+    else:
+        assert reads < ref_reads

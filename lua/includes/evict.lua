@@ -465,3 +465,33 @@ end
 local function evict_after_cursor(s, m, csn, cm)
   return not (csn and s == csn and m <= cm)
 end
+
+-- evict_ancestors' read of one chain: from node h of shard `shard` (tag), then up while a
+-- node has exactly one child and its parent's shard is on this node, at most depth nodes,
+-- what each node would be as a leaf once its children are gone: {{status, children, shard,
+-- row}...}, the named node first; a node not 'ok' ends it (its row empty).
+local function evict_chain(tag, shard, h, depth, now)
+  local chain = {}
+  for _ = 1, depth do
+    local node = evict_node_read(tag, h)
+    local st, b, o, soft = evict_leaf_state(tag, h, now, true, node)
+    local nc = node and node.nc or 0
+    if st ~= 'ok' then
+      table.insert(chain, { st, nc, shard, {} })
+      break
+    end
+    local row = evict_leaf_row(tag, h, b, o, soft, node)
+    table.insert(chain, { st, nc, shard, row })
+    local p, ps = row[7], tonumber(row[8])
+    if nc ~= 1 or p == '' or not ps or ps < 0 then
+      break
+    end
+    p = radix_parent_hash(p)
+    local ptag = K.shard(tag, ps)
+    if not evict_local(ptag) then
+      break
+    end
+    tag, shard, h = ptag, ps, p
+  end
+  return chain
+end

@@ -14,9 +14,11 @@ any depth is reclaimed leaf first; the work of a pass grows with what it evicts 
 window per shard), never with the size of the tree.
 
 Exact order along chains: when a leaf is chosen, its parent's state is known (read ahead up
-the chain by ``evict_ancestors``), and a parent whose last child was chosen enters the heap at
-once with its own score, so a round takes what evicting one least-recently-used leaf at a time
-would take, not one leaf of every chain. ``evict_leaves`` evicts such a parent in the same call
+the chain by ``evict_ancestors``; a pass's first such read is read ahead by its first
+``evict_candidates`` call where one call reads every shard, and used only if it is exactly the
+read asked), and a parent whose last child was chosen enters the heap at once with its own
+score, so a round takes what evicting one least-recently-used leaf at a time would take, not
+one leaf of every chain. ``evict_leaves`` evicts such a parent in the same call
 after its children when both live on one node (on a single Redis, always).
 
 Exact global order: a shard's unread leaves score at least its cursor's lease (policies only
@@ -41,7 +43,7 @@ from .coordinator import EvictorLease, LeaseLost
 from .goal import EvictionDeps, Goal
 from .leaf_write import evict_leaves
 from .metrics import EvictionResult
-from .policy import LeafPolicy
+from .policy import LeafPolicy, TieredPolicy
 
 MAX_REFILLS_PER_ROUND = 8
 CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
@@ -134,6 +136,9 @@ class RadixEvictor:
         # Parents of evicted leaves not queued: read by name (probe) before the next round, if
         # the pass has one (most end after their first round).
         self.lone: dict[str, int] = {}
+        # The pass's first ancestors read, read ahead by its first candidates read: used only
+        # by a read that asks for exactly its nodes, before anything was evicted.
+        self.ahead: lua.AncestorRead | None = None
 
     # -- reading ----------------------------------------------------------------------------
     def _candidate(self, row: lua.LeafRow, shard: int) -> Candidate:
@@ -163,17 +168,21 @@ class RadixEvictor:
         else:
             heapq.heappush(self.heap, c)
 
-    async def refill(self, shards: list[int], want: int = 0) -> None:
+    async def refill(self, shards: list[int], want: int = 0, first: bool = False) -> None:
         """Reads the next window of each shard's leaf index (one call per node). ``want`` > 0:
         only each shard's share of the first ``want`` leaves of its node's shards (in index
-        order); a shard with none is not read, only peeked at."""
+        order); a shard with none is not read, only peeked at. ``first``: the pass's first
+        read, which also reads ahead the first ancestors read (``_read_ahead``)."""
         shards = [sh for sh in shards if not self.cursors[sh].exhausted]
         if not shards:
             return
         k = max(self.cursors[sh].k for sh in shards)
         limit = 4 * k + 64
         cursors = [(sh, self.cursors[sh].score, self.cursors[sh].member) for sh in shards]
-        ncalls, windows = await lua.evict_candidates(self.deps.ctx, cursors, k, limit, want)
+        ahead = self._read_ahead() if first else None
+        ncalls, windows, self.ahead = await lua.evict_candidates(
+            self.deps.ctx, cursors, k, limit, want, ahead
+        )
         self._horizon = None
         self.result.candidate_reads += ncalls
         batch = self.deps.ctx.config.script_batch_size
@@ -210,6 +219,23 @@ class RadixEvictor:
                 c.score, c.member, c.exhausted, c.peek = "", "", False, None
             self._horizon = None
 
+    def _read_ahead(self) -> lua.ReadAhead | None:
+        """What the first candidates read needs to read ahead the first ancestors read: the
+        tiered order only (equal scores by name, so the script can sort as the heap does)."""
+        if not isinstance(self.policy, TieredPolicy):
+            return None
+        need_bytes, need_objects = self.goal.need()
+        limit = self.deps.ctx.config.script_batch_size
+        return lua.ReadAhead(
+            self.policy.grace,
+            need_bytes,
+            need_objects,
+            limit,
+            CHAIN_READ_AHEAD,
+            PARENT_READ_AHEAD,
+            SIDE_CHAIN_DEPTH,
+        )
+
     async def read_ancestors(self, first: Candidate, wanted: int) -> None:
         """Reads the chain above ``first``'s parent (as far as the ``wanted`` leaves still to
         choose could climb), and a few nodes above the parents of the next cheapest candidates,
@@ -222,8 +248,13 @@ class RadixEvictor:
             if c.parent and c.parent not in self.ancestors and c.pshard >= 0:
                 want.setdefault(c.parent, (c.pshard, side))
         nodes = list(want.items())
-        replies = await lua.evict_ancestors(self.deps.ctx, [(p, ps, d) for p, (ps, d) in nodes])
-        self.result.candidate_reads += 1
+        asked = [(p, ps, d) for p, (ps, d) in nodes]
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[0] == asked:
+            replies = ahead[1]  # read by the first candidates read, nothing written since
+        else:
+            replies = await lua.evict_ancestors(self.deps.ctx, asked)
+            self.result.candidate_reads += 1
         for (p, _), chain in zip(nodes, replies):
             h = p
             for a in chain:
@@ -331,6 +362,7 @@ class RadixEvictor:
         """Evicts the picked leaves in waves; the used ratio the last wave read after its
         frees (None: not read)."""
         await self.deps.ctx.checkpoint("evict:chosen")
+        self.ahead = None  # read before this round's writes
         parents: dict[str, int] = {}
         evicted: list[int] = []  # indexes into picked
         usage = None
@@ -400,7 +432,7 @@ class RadixEvictor:
         """Rounds until the goal is met or nothing evictable is left: leaves by score, then
         (fallback) objects that belong to no tree by Mooncake's BatchEvict, then soft-pinned
         leaves as the last resort."""
-        await self.refill(list(range(len(self.cursors))), self._first_want())
+        await self.refill(list(range(len(self.cursors))), self._first_want(), first=True)
         phase = "leaves"
         while not self.goal.satisfied():
             picked = await self.pick()

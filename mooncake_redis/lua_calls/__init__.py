@@ -12,12 +12,14 @@ Each wrapper's docstring names its script; the script's header is the contract i
 """
 
 from .evict import (
+    AncestorRead,
     AncestorRow,
     ClockAsk,
     Fence,
     FencedCall,
     LeafRow,
     ObjectRow,
+    ReadAhead,
     Window,
     evict_ancestors,
     evict_candidates,
@@ -103,6 +105,7 @@ __all__ = [
     "UNKNOWN",
     "UNMOUNTING",
     "AllocRef",
+    "AncestorRead",
     "AncestorRow",
     "ClientsExpired",
     "ClockAsk",
@@ -118,6 +121,7 @@ __all__ = [
     "Pending",
     "PendingAlloc",
     "PingReply",
+    "ReadAhead",
     "Reclaimed",
     "ReplicaList",
     "ReserveAsk",

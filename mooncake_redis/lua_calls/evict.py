@@ -186,14 +186,43 @@ async def evict_orphans(ctx: Context, per_shard: int) -> list[tuple[int, int, st
     return out
 
 
+class AncestorRow(NamedTuple):
+    status: str
+    children: int
+    shard: int
+    leaf: LeafRow | None  # when status is 'ok'
+
+
+class ReadAhead(NamedTuple):
+    """What evict_candidates needs to read ahead a pass's first ancestors read (the tiered
+    policy's put grace, and the evictor's constants): see lua/evict_candidates.lua."""
+
+    grace: float
+    need_bytes: int
+    need_objects: int
+    round_limit: int
+    chain: int
+    parents: int
+    side: int
+
+
+AncestorRead = tuple[list[tuple[str, int, int]], list[list[AncestorRow]]]
+"""(the nodes' (hash, shard, depth) in the order asked, each one's chain)"""
+
+
 async def evict_candidates(
-    ctx: Context, cursors: Sequence[tuple[int, str, str]], k: int, limit: int, want: int = 0
-) -> tuple[int, list[Window]]:
+    ctx: Context,
+    cursors: Sequence[tuple[int, str, str]],
+    k: int,
+    limit: int,
+    want: int = 0,
+    ahead: ReadAhead | None = None,
+) -> tuple[int, list[Window], AncestorRead | None]:
     """``evict_candidates``: per (shard, cursor score, cursor member) the next window of
     evictable leaves; also the number of calls made. ``want`` > 0: each call walks its shards
     only for their share of its first ``want`` index entries (the others come back with a
-    peek)."""
-    head = [k, limit, want]
+    peek). ``ahead``: the first ancestors read read ahead, when one call covered every shard."""
+    head: list[Any] = [k, limit, want, *(["", 0, 0, 0, 0, 0, 0] if ahead is None else ahead)]
     fresh = len(cursors) == ctx.keys.num_shards and all(
         sh == i and not score and not member for i, (sh, score, member) in enumerate(cursors)
     )
@@ -203,7 +232,14 @@ async def evict_candidates(
         items: list[ShardItem] = [(sh, [score, member]) for sh, score, member in cursors]
         calls = await ctx.run_sharded("evict_candidates", items, head)
     out = []
-    for idx, (_now, groups) in calls:
+    read: AncestorRead | None = None
+    for idx, (_now, groups, spec) in calls:
+        if spec and len(calls) == 1:
+            flat, chains = spec
+            nodes = [
+                (_s(flat[j]), int(flat[j + 1]), int(flat[j + 2])) for j in range(0, len(flat), 3)
+            ]
+            read = (nodes, _chains(chains))
         for i, group in zip(idx, groups):
             rows, cs, cm, exhausted, sk_lease, sk_hard, sk_busy, ps, pm = group
             skipped = {"lease": int(sk_lease), "hard": int(sk_hard), "busy": int(sk_busy)}
@@ -224,7 +260,7 @@ async def evict_candidates(
                     peek,
                 )
             )
-    return len(calls), out
+    return len(calls), out, read
 
 
 async def evict_objects_scan(
@@ -264,18 +300,15 @@ async def evict_leaf_info(
     return [(_s(st), _leaf(row) if _s(st) == "ok" else None) for st, row in replies]
 
 
-class AncestorRow(NamedTuple):
-    status: str
-    children: int
-    shard: int
-    leaf: LeafRow | None  # when status is 'ok'
-
-
 async def evict_ancestors(
     ctx: Context, starts: Sequence[tuple[str, int, int]]
 ) -> list[list[AncestorRow]]:
     """``evict_ancestors``: per (node, shard, depth) the chain read upward from the node."""
     replies = await ctx.run_sharded_items("evict_ancestors", [(ps, [p, d]) for p, ps, d in starts])
+    return _chains(replies)
+
+
+def _chains(replies: Any) -> list[list[AncestorRow]]:
     out = []
     for chain in replies:
         rows = []
