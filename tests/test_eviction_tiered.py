@@ -13,7 +13,7 @@ from mooncake_redis import MasterService
 from mooncake_redis.errors import MooncakeError
 from mooncake_redis.eviction.policy import TieredPolicy, get_policy
 from tests.eviction_helpers import OBJ, evict_service, put_blocks
-from tests.helpers import h
+from tests.helpers import h, record_calls
 
 
 async def _warm(svc: MasterService, n: int) -> None:
@@ -141,14 +141,7 @@ async def _clocks_run(svc: MasterService) -> tuple[list[Any], int, int]:
     """Passes of several goals over chains, roots and a found block: per pass the keys it
     evicted and every shard's turnover and clock after it; and the evict_publish calls and
     passes run."""
-    calls: list[str] = []
-    real = svc.backend.call
-
-    async def counted(script: str, *args: Any, **kw: Any) -> Any:
-        calls.append(script)
-        return await real(script, *args, **kw)
-
-    svc.backend.call = counted  # type: ignore[method-assign]
+    calls = record_calls(svc)
     blocks = [(h(f"root{i}"), "") for i in range(12)]
     for c in range(4):
         top = h(f"top{c}")
@@ -166,8 +159,7 @@ async def _clocks_run(svc: MasterService) -> tuple[list[Any], int, int]:
             stats.append(row)
         out.append((sorted(res.evicted_keys), res.evicted_leaves, stats))
         await put_blocks(svc, [(h(f"again{passes}"), "")])
-    svc.backend.call = real  # type: ignore[method-assign]
-    return out, calls.count("evict_publish"), passes
+    return out, [c.name for c in calls].count("evict_publish"), passes
 
 
 @pytest.mark.parametrize("shards", [1, 8])
