@@ -33,78 +33,27 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass
-from typing import NamedTuple
 
 from .. import lua_calls as lua
 from ..segments import Usage
 from .batch_evict import BatchEvictor, ratios
+from .candidates import (
+    CHAIN_READ_AHEAD,
+    FIRST_READ_SLACK,
+    INDEX_SHARE,
+    LEAF_BYTES_GUESS,
+    MAX_REFILLS_PER_ROUND,
+    PARENT_READ_AHEAD,
+    SIDE_CHAIN_DEPTH,
+    Ancestor,
+    Candidate,
+    ShardCursor,
+)
 from .coordinator import EvictorLease, LeaseLost
 from .goal import EvictionDeps, Goal
 from .leaf_write import evict_leaves
 from .metrics import EvictionResult
 from .policy import LeafPolicy, TieredPolicy
-
-MAX_REFILLS_PER_ROUND = 8
-CHAIN_READ_AHEAD = 64  # at most this many nodes read up the chosen leaf's chain per call
-# Read-ahead sizes: a row read and not used costs about as much Redis work as a tenth of a call
-# (docs/benchmarks.md, "The eviction pass's reads"); smaller ones read fewer rows in more calls,
-# the choices are the same (exact order refills whatever was not read).
-PARENT_READ_AHEAD = 8  # parents of the next cheapest candidates read in the same call
-SIDE_CHAIN_DEPTH = 2  # nodes read up each of those
-LEAF_BYTES_GUESS = 4096  # bytes of a leaf, to size a pass's first read (more or fewer: refills)
-# The first read takes 1 / INDEX_SHARE of the leaves a pass needs, plus FIRST_READ_SLACK: most
-# of a pass's leaves are parents its picks exposed, read up their chains (evict_ancestors), not
-# index entries. On the conversation trace 8 and 2 read 9 candidate rows a pass instead of 25
-# for 0.6 more calls, and cost 5.8 % fewer Redis instructions (docs/benchmarks.md); a pass whose
-# leaves all come from the index refills (windows doubling per shard), with the same choices.
-INDEX_SHARE = 8
-FIRST_READ_SLACK = 2
-
-
-class Candidate(NamedTuple):
-    """A leaf the pass may choose, ordered by (young, score, tie, seq): a tuple, so the heap
-    compares in C (a dataclass's ``__lt__`` built two tuples per comparison, about half a million
-    a 1,500-request replay); ``seq`` is unique, so no later field is ever compared."""
-
-    young: bool  # the policy's grace: after every leaf that is not young
-    score: float
-    tie: str  # equal scores: the index's member order when the policy says so, else read order
-    seq: int
-    h: str
-    shard: int
-    s: float
-    hits: int
-    nbytes: int
-    objects: int
-    soft: bool
-    parent: str
-    pshard: int
-
-
-@dataclass
-class _Ancestor:
-    """A parent of a chosen leaf: evictable once ``children`` of its children are chosen."""
-
-    status: str
-    children: int
-    candidate: Candidate | None
-
-
-@dataclass
-class _ShardCursor:
-    score: str = ""
-    member: str = ""
-    exhausted: bool = False
-    k: int = 4  # window size (small: most passes evict a few leaves), doubled when it runs dry
-    peek: tuple[str, str] | None = None  # not walked yet: its first unread entry
-
-    @property
-    def horizon(self) -> tuple[bool, float, str]:
-        """No unread leaf of the shard sorts before this (index order: score, then member)."""
-        if self.peek is not None:
-            return (False, float(self.peek[0]), self.peek[1])
-        return (False, float(self.score) if self.score else float("-inf"), self.member)
 
 
 class RadixEvictor:
@@ -121,12 +70,12 @@ class RadixEvictor:
         self.policy = policy
         self.result = result
         self.goal = goal
-        self.cursors = [_ShardCursor() for _ in range(deps.ctx.keys.num_shards)]
+        self.cursors = [ShardCursor() for _ in range(deps.ctx.keys.num_shards)]
         self.heap: list[Candidate] = []
         self.soft: list[Candidate] = []
         self.known: set[str] = set()  # leaves in the heap, set aside, or evicted this pass
         self.queued: set[str] = set()  # in the heap or set aside (soft), not yet chosen
-        self.ancestors: dict[str, _Ancestor] = {}  # parents read this round
+        self.ancestors: dict[str, Ancestor] = {}  # parents read this round
         self.chosen_children: dict[str, int] = {}  # parent -> its children chosen this round
         self.depth: dict[str, int] = {}
         self.allow_soft = False
@@ -259,11 +208,11 @@ class RadixEvictor:
             h = p
             for a in chain:
                 cand = self._candidate(a.leaf, a.shard) if a.leaf is not None else None
-                self.ancestors.setdefault(h, _Ancestor(a.status, a.children, cand))
+                self.ancestors.setdefault(h, Ancestor(a.status, a.children, cand))
                 if cand is None:
                     break
                 h = cand.parent
-        self.ancestors.setdefault(first.parent, _Ancestor("gone", 0, None))
+        self.ancestors.setdefault(first.parent, Ancestor("gone", 0, None))
 
     async def expose_parent(self, c: Candidate, wanted: int) -> None:
         """``c`` was chosen: its parent becomes a candidate once all its children are.
