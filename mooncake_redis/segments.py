@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import lua_calls as lua
@@ -30,9 +30,9 @@ class Usage:
     allocated: int
     capacity: int
     segments: tuple[str, ...] = ()
-    pending: lua.Pending | None = None
+    pending: lua.Pending | None = field(default=None, compare=False)
     """what eviction left pending, read in the same call (a single Redis; None: not read): a
-    pass started from this read needs no read of its own"""
+    pass started from this read needs no read of its own (not part of the usage's value)"""
 
     @property
     def ratio(self) -> float:

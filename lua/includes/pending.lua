@@ -5,17 +5,23 @@
 --!include common.lua
 
 -- Per tag, in order: {unlinks (LLEN), outbox (LLEN), orphans (ZCARD)}; {} when one is true (a
--- single Redis, where one command may name keys of every slot) and one EXISTS over every
--- shard's three keys found none (the common case: a pass drains what it journals). A shard
--- with nothing pending costs one EXISTS over its three keys (one slot).
+-- single Redis, where one command may name keys of every slot) and EXISTS over every shard's
+-- three keys found none (the common case: a pass drains what it journals; one EXISTS per 1,000
+-- shards, within unpack's limit). A shard with nothing pending costs one EXISTS over its three
+-- keys (one slot).
 local function pending_counts(tags, one)
   local out = {}
   if one then
-    local keys = {}
-    for _, tag in ipairs(tags) do
-      keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K.unlinks(tag), K.outbox(tag), K.orphans(tag)
+    local found = 0
+    for i = 1, #tags, 1000 do
+      local keys = {}
+      for j = i, math.min(i + 999, #tags) do
+        local tag = tags[j]
+        keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = K.unlinks(tag), K.outbox(tag), K.orphans(tag)
+      end
+      found = found + redis.call('EXISTS', unpack(keys))
     end
-    if #keys == 0 or redis.call('EXISTS', unpack(keys)) == 0 then
+    if found == 0 then
       return out
     end
   end
