@@ -99,10 +99,12 @@ end
 
 -- evict_publish's write from an eviction call whose groups cover every shard and whose fences
 -- it raised already: the clocks raised by the pass's evicted leaves not published before.
+-- g.stats[4] is the clock its fence read took (evict_leaves); the nodes counter is read after
+-- the call's evictions.
 local function evict_publish_now(groups, evicted)
   local rows = {}
   for i, g in ipairs(groups) do
-    rows[i] = redis.call('HMGET', K.stats(g.tag), F.stats.nodes, F.stats.clock)
+    rows[i] = { redis.call('HGET', K.stats(g.tag), F.stats.nodes), g.stats[4] }
   end
   evict_publish_clocks(groups, rows, '', evicted)
 end

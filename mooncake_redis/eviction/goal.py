@@ -37,6 +37,7 @@ class Goal:
         ratio: float,
         min_free: int = 0,
         max_objects: int | None = None,
+        publish_clocks: bool = False,
     ) -> None:
         self.read_usage = read_usage
         self.result = result
@@ -44,8 +45,8 @@ class Goal:
         self.ratio = ratio
         self.min_free = min_free
         self.max_objects = max_objects
-        self.publish_clocks = False
-        """the pass publishes the tiered policy's clocks once it ends (set by the pass)"""
+        self.publish_clocks = publish_clocks
+        """the pass publishes the tiered policy's clocks once it ends"""
         self.published: int | None = None
         """the pass's evicted leaves when an eviction call last published the clocks, having
         met the goal (None: none did): the pass then publishes only what came after"""

@@ -239,8 +239,8 @@ class Eviction:
                 if target_ratio is None:
                     rfc = cfg.radix_eviction_target == "watermark" and not making_room
                     target_ratio = hw if rfc else max(0.0, hw - er)
-                goal = Goal(self.usage, result, usage, target_ratio, min_free, max_objects)
-                goal.publish_clocks = bool(policy.tier_offsets())
+                clocks = bool(policy.tier_offsets())
+                goal = Goal(self.usage, result, usage, target_ratio, min_free, max_objects, clocks)
                 # Orphaned subtrees can never be a prefix hit: they go before any leaf.
                 if pending is None or pending.orphans:
                     await OrphanEvictor(self.deps, lease, result, goal).run()
