@@ -36,7 +36,7 @@ each_group(function(tag, shard, n)
       table.insert(out, { E.OK, '' })
     end
   end
-  variadic('ZREM', K.processing(tag), done)
+  zrem_sorted(K.processing(tag), done)
   variadic('ZADD', K.lru(tag), lru)
 end)
 return out

@@ -139,7 +139,7 @@ each_group(function(tag, shard, n)
       redis.call('HSET', stats, unpack(w))
     end
     cur = nil
-    variadic('ZADD', K.processing(tag), proc)
+    zadd_same_score(K.processing(tag), now_s, proc)
     local leaf, drop = acc.leaf, acc.drop
     if next(drop) then
       leaf = {}
@@ -258,7 +258,6 @@ each_group(function(tag, shard, n)
       if not merged then
         redis.call('HSET', okey, unpack(fields, 1, nf))
       end
-      proc[#proc + 1] = now_s
       proc[#proc + 1] = key
       objs = objs + 1
       if not f[3] then

@@ -18,6 +18,24 @@ local function variadic(cmd, key, args)
   end
 end
 
+-- A small ZSET (up to zset-max-listpack-entries, 128 by default: a batch's processing entries)
+-- is one listpack that ZADD scans from its head for each new member's place, and ZREM for each
+-- member to remove. Members of one score sorted, added in descending order, each find their place
+-- before the batch's others at once; removed in ascending order, each is found first (a batch
+-- of 128 in key order scanned half the list per member). Sorts members in place.
+local function zadd_same_score(key, score, members)
+  table.sort(members)
+  local args, n = {}, #members
+  for i = 1, n do
+    args[2 * i - 1], args[2 * i] = score, members[n + 1 - i]
+  end
+  variadic('ZADD', key, args)
+end
+local function zrem_sorted(key, members)
+  table.sort(members)
+  variadic('ZREM', key, members)
+end
+
 -- Batch scripts: ARGV = group count, then per group: anchor key (<tag>:stats), shard index,
 -- item count, items. KEYS holds the anchors too on standalone Redis, but only the first one on a
 -- cluster (a cluster refuses declared keys of several slots; the allow-cross-slot-keys flag lets

@@ -265,6 +265,25 @@ local function radix_tier_state(tag)
   return st
 end
 
+-- string.format(fmt, x), memoized per script call (fmt: '%.17g' or '%d'): a value a call
+-- writes many times (a shard's clock, the found-tier score, now + ttl, the leaf score of every
+-- node a put makes) is formatted once; a '%.17g' printf costs Redis thousands of instructions.
+local radix_fmt_memo = { ['%.17g'] = {}, ['%d'] = {} }
+local function radix_fmt(fmt, x)
+  local memo = radix_fmt_memo[fmt]
+  local s = memo[x]
+  if not s then
+    s = string.format(fmt, x)
+    memo[x] = s
+  end
+  return s
+end
+
+-- Number x as the string Redis stores for it ('%.17g').
+local function radix_num(x)
+  return radix_fmt('%.17g', x)
+end
+
 -- The tiered leaf score from a node's stamp, hits and exposed fields (strings or false) and
 -- the shard's tier state st: the one place of the tier rule.
 local function radix_tier_score(st, stamp, hits, exposed)
@@ -633,7 +652,7 @@ local function radix_attach(tag, h, parent, pshard, gen, keys, now, checked, acc
     radix_create(tag, h, now, own, w, n)
     score = now
     if st then -- a new node: stamped now, no hits, not exposed
-      score = string.format('%.17g', radix_tier_score(st, st.clock, '0', false))
+      score = radix_num(radix_tier_score(st, st.clock, '0', false))
     end
   else
     if n > 0 then
@@ -833,24 +852,6 @@ local function radix_ms_max(a, b)
     return la > lb and a or b
   end
   return a >= b and a or b
-end
-
--- string.format(fmt, x), memoized per script call (fmt: '%.17g' or '%d'): a value a call
--- writes many times (a shard's clock, the found-tier score, now + ttl) is formatted once.
-local radix_fmt_memo = { ['%.17g'] = {}, ['%d'] = {} }
-local function radix_fmt(fmt, x)
-  local memo = radix_fmt_memo[fmt]
-  local s = memo[x]
-  if not s then
-    s = string.format(fmt, x)
-    memo[x] = s
-  end
-  return s
-end
-
--- Number x as the string Redis stores for it ('%.17g').
-local function radix_num(x)
-  return radix_fmt('%.17g', x)
 end
 
 -- The node fields a touch reads: the leaf score's input, the hit counter and the children count
