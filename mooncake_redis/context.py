@@ -83,7 +83,10 @@ class Context:
 
     def shards_of_keys(self, keys: Sequence[str]) -> list[int]:
         """The shard of each key: one memo lookup per key, the hash only for keys not in it
-        (those in one loop: a plain key's RFC Design 4 prefix inline, no call per key)."""
+        (those in one loop: a plain key's RFC Design 4 prefix inline, no call per key); on
+        one shard, no lookup at all."""
+        if self.keys.num_shards == 1:
+            return [0] * len(keys)
         out: list[Any] = list(map(self._shards.get, keys))
         if None not in out:
             return out

@@ -196,6 +196,8 @@ class KeySchema:
 
     # -- shards ---------------------------------------------------------------------------
     def shard_of(self, prefix_hash: str) -> int:
+        if self.num_shards == 1:  # the default on one Redis: no hash to compute
+            return 0
         shard = self._shards.get(prefix_hash)
         if shard is None:
             if len(self._shards) >= SHARD_MEMO_SIZE:
