@@ -26,10 +26,14 @@
 -- parents in a step before this one, and needs no cycle check (a node made now has no child).
 -- A parent this call created is known without a read (radix_link_seed). Such an item that
 -- answers 1 (the cycle check) is linked all the same and comes back with its generation.
--- Returns: {{per item: {code, message, {replica id (decimal string)...}, edge adopted 0/1,
---          link made here: {generation, parent block stored before this call (0/1)} or ''}},
---          {continuation...}}. Idempotent: an object already written by this put id (a resent
---          call whose first reply was lost) answers OK with its replica ids.
+-- Returns: {items, {continuation...}}: items flat, per item in ARGV order: code, message,
+--          replica count m, m replica ids (decimal strings), edge adopted 0/1, and the link made
+--          here: its generation and whether the parent block was stored before this call (0/1),
+--          or '' and '' for none. Flat, not a table per item: Redis turns every table of a reply
+--          into an array after probing it for seven special fields (about a tenth of this
+--          script's own Redis time for batch puts, when each item had two or three tables).
+--          Idempotent: an object already written by this put id (a resent call whose first
+--          reply was lost) answers OK with its replica ids.
 --   A failed item whose node already names the parent adopts the bumped edge (no undo).
 -- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
 --   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
@@ -206,12 +210,12 @@ each_group(function(tag, shard, n)
       end
     end
     local ids = {}
-    local link = '' -- a link made here: {generation, parent block stored before this call}
+    local lgen, lstored = '', '' -- a link made here: generation, parent block stored before this call
     if code == RADIX_CHECK_CYCLE and gen == 'f' then
       -- Linked all the same, as the link step would have before the commit: until the caller
       -- has checked and sent it again (with this generation), the edge keeps the parent from
       -- being evicted as a leaf; a refused cycle drops it (the caller's undo of a failed put).
-      link = { link_here(parent, prefix) }
+      lgen, lstored = link_here(parent, prefix)
     end
     if code == E.OK then
       if takeover then
@@ -278,8 +282,8 @@ each_group(function(tag, shard, n)
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
         if gen == 'f' then -- the parent side of the link, now that the item will be written
-          link = { link_here(parent, prefix) }
-          gen = link[1]
+          lgen, lstored = link_here(parent, prefix)
+          gen = lgen
         end
         -- Merged, its HSET writes the object too. (Its checks are the ones above, on the same
         -- read: it writes; if not, the object is written alone, as before the merge.)
@@ -306,12 +310,18 @@ each_group(function(tag, shard, n)
       if gen == 'f' then
         local ph = radix_parent_hash(parent)
         local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
-        link = { '0', g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) or 0 }
+        lgen, lstored = '0', g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) or 0
       end
     elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made here
       adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
-    out[#out + 1] = { code, msg, ids, adopted, link }
+    local m, o = #ids, #out
+    out[o + 1], out[o + 2], out[o + 3] = code, msg, m
+    for r = 1, m do
+      out[o + 3 + r] = ids[r]
+    end
+    o = o + 3 + m
+    out[o + 1], out[o + 2], out[o + 3] = adopted, lgen, lstored
   end
   flush()
 end)

@@ -104,20 +104,26 @@ async def put_start(
     replies: list[Committed] = [Committed(0, "", [], False, None)] * len(items)
     conts: list[RawContinuation] = []
     new = tuple.__new__  # Committed(...) without its Python __new__ (one per item)
-    for idx, (rs, cs) in await ctx.run_sharded("put_start", items, head):
-        for i, (code, msg, ids, adopted, link) in zip(idx, rs):
-            # int() reads the ids' bytes as they come (decimal digits); a success's message
-            # is empty (no decode).
+    for idx, (flat, cs) in await ctx.run_sharded("put_start", items, head):
+        # Per item, flat: code, message, m, m replica ids, adopted, link generation and
+        # stored ('' and '' without a link made here). int() reads the ids' bytes as they come
+        # (decimal digits); a success's message is empty (no decode).
+        j = 0
+        for i in idx:
+            code, msg, m = flat[j], flat[j + 1], flat[j + 2]
+            k = j + 3 + m
+            adopted, gen, stored = flat[k], flat[k + 1], flat[k + 2]
             replies[i] = new(
                 Committed,
                 (
-                    int(code),
+                    code,
                     _s(msg) if msg else "",
-                    [int(x) for x in ids],
-                    bool(int(adopted)),
-                    (int(link[0]), bool(int(link[1]))) if link else None,
+                    [int(x) for x in flat[j + 3 : k]],
+                    adopted == 1,
+                    (int(gen), stored == 1) if gen else None,
                 ),
             )
+            j = k + 3
         conts.extend(cs)
     return replies, conts
 
