@@ -7,7 +7,8 @@
 -- one ZADD lru.
 -- KEYS: the shard anchors (<shard tag>:stats, HASH); only the first one on a cluster.
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs (key, client id).
--- Returns: per item {code, message}.
+-- Returns: per item 0 (OK), or {code, message} (a success is no table: Redis probes every table of
+--          a reply for seven special fields before it sends it as an array).
 -- Errors (per item): OBJECT_NOT_FOUND (-704), ILLEGAL_CLIENT (-601).
 -- Idempotent: yes.
 --!include store.lua
@@ -33,7 +34,7 @@ each_group(function(tag, shard, n)
         table.insert(lru, lease)
         table.insert(lru, key)
       end
-      table.insert(out, { E.OK, '' })
+      out[#out + 1] = E.OK
     end
   end
   zrem_sorted(K.processing(tag), done)

@@ -167,8 +167,8 @@ async def put_end(ctx: Context, keys: Sequence[str], client_id: str) -> list[Res
     """``put_end``: each key's PROCESSING replicas become COMPLETE (ARGV per key: key, client
     id; the groups built per batch by ``run_sharded_keys``)."""
     replies = await ctx.run_sharded_keys("put_end", keys, (), client_id)
-    # Integer replies arrive as ints: a success is {0, ''} (one shared Result).
-    return [OK if code == 0 else Result(int(code), _s(msg)) for code, msg in replies]
+    # Integer replies arrive as ints: a success is 0 (one shared Result), a failure {code, msg}.
+    return [OK if r == 0 else Result(int(r[0]), _s(r[1])) for r in replies]
 
 
 async def _erase(
