@@ -10,9 +10,10 @@
 --       key, records.alloc_owner encoding), put id,
 --       size (bytes, u64 hex), replicas wanted, start index (0-based into the anchors),
 --       preferred count np, then np 1-based anchor indices.
--- Returns: {now ms, {per item: {anchor index, offset (u64 hex), anchor index, offset...}},
+-- Returns: {now ms, {per item, flat: 2g, then g grants: anchor index, offset (u64 hex)},
 --          largest size of a mounted candidate segment (u64 hex), {per anchor: {base (u64
---          hex), te_endpoint, protocol, name} ({} when not mounted)}}.
+--          hex), te_endpoint, protocol, name} ({} when not mounted)}}. Flat, not a table per
+--          item: Redis probes every table of a reply for seven special fields.
 -- Cost: no Redis call per allocation in the common case (alloc.lua, alloc_take); per segment
 --   two reads of its info and a constant number of writes, plus one HSET and one ZADD per
 --   record bucket touched (64 allocations of one size share a bucket).
@@ -49,10 +50,9 @@ for i = 1, #S do
 end
 
 -- Per item: the preferred indices (pref, reused) and the anchors tried (used[i] = item number)
--- need no table of their own; got is the item's reply (NONE when it got nothing). An item's six fields are read at once
+-- need no table of their own; its grants go straight into the flat reply. An item's six fields are read at once
 -- from ARGV, and its small decimal numbers through a memo (tonumber parses each string once).
 local out, states, pref, used, nums = {}, {}, {}, {}, {}
-local NONE = {} -- the reply of every item that got nothing (only read)
 local function num(x)
   local v = nums[x]
   if not v then
@@ -63,7 +63,7 @@ local function num(x)
 end
 local m = #S
 local n = argn()
-local c = cursor.i
+local c, o = cursor.i, 0
 for it = 1, n do
   local key, pid, size, want, start, np = unpack(ARGV, c + 1, c + 6)
   want, start, np = nums[want] or num(want), nums[start] or num(start), nums[np] or num(np)
@@ -73,7 +73,8 @@ for it = 1, n do
     pref[j] = nums[x] or num(x)
   end
   c = c + np
-  local got, ng = nil, 0
+  local at, ng = o + 1, 0 -- out[at]: the item's 2g
+  o = at
   for j = 1, np + m do
     if ng >= 2 * want then -- two entries a grant
       break
@@ -97,17 +98,11 @@ for it = 1, n do
       end
       local off = alloc_take(st, size, key, pid, now)
       if off then
-        if got then
-          got[ng + 1] = i
-          got[ng + 2] = off
-        else
-          got = { i, off } -- made at its size: most items get one grant
-        end
-        ng = ng + 2
+        out[o + 1], out[o + 2], o, ng = i, off, o + 2, ng + 2
       end
     end
   end
-  out[it] = got or NONE
+  out[at] = ng
 end
 cursor.i = c
 for i = 1, #S do

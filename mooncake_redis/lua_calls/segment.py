@@ -121,21 +121,25 @@ async def alloc_reserve(
         else:
             argv.extend((alloc_owner(a.key), a.put_id, size, a.replicas, a.start, 0))
     declared = anchors[:1] if ctx.backend.cluster else anchors
-    now, per_item, maxsize, segs = await ctx.backend.call("alloc_reserve", declared, argv, node)
-    # A grant is only ever on a mounted candidate, whose details are there. The common reply
-    # (one grant of an item) is read without a loop.
+    now, flat, maxsize, segs = await ctx.backend.call("alloc_reserve", declared, argv, node)
+    # A grant is only ever on a mounted candidate, whose details are there. Per item, flat:
+    # 2g, then g (anchor index, offset) pairs; the common reply (one grant) without a loop.
     details = [(_s(d[0]), _s(d[1]), _s(d[2]), _s(d[3])) if d else ("", "", "", "") for d in segs]
     grants: list[list[Grant]] = []
-    for got in per_item:
-        if len(got) == 2:
-            k = int(got[0]) - 1
-            grants.append([_new(Grant, (seg_ids[k], _s(got[1]), *details[k]))])
-            continue
-        row: list[Grant] = []
-        for j in range(0, len(got), 2):
-            k = int(got[j]) - 1
-            row.append(Grant(seg_ids[k], _s(got[j + 1]), *details[k]))
-        grants.append(row)
+    i = 0
+    for _ in asks:
+        ng = flat[i]
+        if ng == 2:
+            k = flat[i + 1] - 1
+            grants.append([_new(Grant, (seg_ids[k], _s(flat[i + 2]), *details[k]))])
+        else:
+            grants.append(
+                [
+                    Grant(seg_ids[flat[j] - 1], _s(flat[j + 1]), *details[flat[j] - 1])
+                    for j in range(i + 1, i + 1 + ng, 2)
+                ]
+            )
+        i += 1 + ng
     return Reserved(int(now), grants, from_u64hex(maxsize))
 
 
