@@ -30,8 +30,8 @@
 --          replica count m, m replica ids (decimal strings), edge adopted 0/1, and the link made
 --          here: its generation and whether the parent block was stored before this call (0/1),
 --          or '' and '' for none. Flat, not a table per item: Redis turns every table of a reply
---          into an array after probing it for seven special fields (about a tenth of this
---          script's own Redis time for batch puts, when each item had two or three tables).
+--          into an array after probing it for seven special fields (5 % of this script's Redis
+--          instructions for batch puts, when each item had two or three tables).
 --          Idempotent: an object already written by this put id (a resent call whose first
 --          reply was lost) answers OK with its replica ids.
 --   A failed item whose node already names the parent adopts the bumped edge (no undo).
