@@ -8,8 +8,9 @@
 -- ARGV: group count, then per group: anchor, shard index, n, then n pairs: node hash, max nodes
 --       to read up its chain.
 -- Returns: one chain per hash in ARGV order, the named node first: {{status, children, shard,
---          row}...}; status 'ok' | 'gone' (no node or no keys) | 'hard' | 'lease' | 'busy',
---          row as evict_candidates (empty unless 'ok'; its parent as the node stores it).
+--          row...}...}; status 'ok' | 'gone' (no node or no keys) | 'hard' | 'lease' | 'busy',
+--          the row's fields (as evict_candidates' row; its parent as the node stores it) in the
+--          same entry after the shard, none unless 'ok'.
 -- Errors: none.
 --!include evict.lua
 

@@ -22,8 +22,8 @@
 --       anchor, shard index, n, then n items of leaf hash, pick position (children before
 --       their parents: the leaves are tried in that order, so a parent chosen with its
 --       children finds them gone on its first try).
--- Returns: {1, {per leaf: {status, {erased object key...}, keys unregistered, bytes, parent (as
---          its node stores it), parent shard}},
+-- Returns: {1, {per leaf: {status, keys unregistered, bytes, parent (as its node stores it),
+--          parent shard, erased object key...}} (one table per leaf),
 --          {continuation...}, {{shard, outbox entry}...} (none when here), now ms,
 --          {{shard, journal entry}...}, {per segment anchor: its segment_info row ({} when
 --          unknown)}, published (1: the pass's goal is met after this call and the tiered
@@ -53,7 +53,8 @@ end
 local out, conts, frees, journal = {}, {}, {}, {}
 local pending = {}
 -- Per shard, written once at the end: its evicted_keys / evicted_bytes counters, and the
--- deferred writes of the leaves evicted whole with one DEL (evict_block_leaf, evict_flush).
+-- deferred writes of the leaves evicted whole with one DEL (evict_block_leaf, evict_flush):
+-- {keys, bytes (decimal string), acc, bytes summed as a number (evict_acc's sizen rule)}.
 local evicted, tags, nleaves = {}, {}, 0
 for _, g in ipairs(groups) do
   for _, it in ipairs(g.items) do
@@ -76,13 +77,13 @@ repeat
     if st == 'inner' then
       table.insert(retry, e)
     elseif st ~= 'ok' then
-      out[idx] = { st, {}, 0, '0', '', '-1' }
+      out[idx] = { st, 0, '0', '', '-1' }
     else
       local p = { node.f[3], node.f[4] }
       local mine, before = {}, #conts
       local acc = evicted[tag]
       if not acc then
-        acc = { 0, '0', evict_acc() }
+        acc = { 0, '0', evict_acc(), 0 }
         evicted[tag] = acc
         tags[#tags + 1] = tag
       end
@@ -96,19 +97,31 @@ repeat
         redis.call('RPUSH', K.unlinks(tag), j)
         table.insert(journal, { shard, j })
       end
-      acc[1], acc[2] = acc[1] + #erased, dec_add(acc[2], bytes)
-      out[idx] = { 'ok', erased, nkeys, bytes, p[1] or '', p[2] or '-1' }
+      acc[1] = acc[1] + #erased
+      if #bytes <= 12 and acc[4] < 4503599627370496 then
+        acc[4] = acc[4] + tonumber(bytes)
+      else
+        acc[2] = dec_add(acc[2], bytes)
+      end
+      local row = { 'ok', nkeys, bytes, p[1] or '', p[2] or '-1' }
+      for k = 1, #erased do
+        row[5 + k] = erased[k]
+      end
+      out[idx] = row
       progress, nleaves = true, nleaves + 1
     end
   end
   pending = retry
 until not progress or #pending == 0
 for _, e in ipairs(pending) do
-  out[e[4]] = { 'inner', {}, 0, '0', '', '-1' }
+  out[e[4]] = { 'inner', 0, '0', '', '-1' }
 end
 local queued = {} -- the block-leaf path's entries, not pushed when applied here
 for _, tag in ipairs(tags) do
   local acc = evicted[tag]
+  if acc[4] > 0 then
+    acc[2], acc[4] = dec_add(acc[2], string.format('%d', acc[4])), 0
+  end
   evict_flush(tag, acc[3], acc[1], acc[2], here == 1)
   if here == 1 then
     for _, e in ipairs(acc[3].outbox) do

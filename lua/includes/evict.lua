@@ -136,19 +136,11 @@ end
 
 -- Whether object key may be evicted now. Returns status, bytes, soft:
 -- 'ok' | 'absent' (not stored) | 'hard' (hard pinned) | 'lease' (lease not expired) |
--- 'busy' (a replica not COMPLETE); soft = soft pin active. vals (optional): the fields of the
--- key's hash as already read (evict_node's HGETALL of a block hash holding its block key).
+-- 'busy' (a replica not COMPLETE); soft = soft pin active. of (optional): the key's
+-- evict_obj_fields as already read (a node's `of`: the block hash holding its block key).
 local evict_obj_fields = { F.obj.put_id, F.obj.replicas, F.obj.lease_ms, F.obj.soft_pin_ms, F.obj.hard_pin }
-local function evict_object_state(tag, key, now, vals)
-  local f
-  if vals then
-    f = {}
-    for j, name in ipairs(evict_obj_fields) do
-      f[j] = vals[name] or false
-    end
-  else
-    f = redis.call('HMGET', K.obj(tag, key), unpack(evict_obj_fields))
-  end
+local function evict_object_state(tag, key, now, of)
+  local f = of or redis.call('HMGET', K.obj(tag, key), unpack(evict_obj_fields))
   if not f[1] then
     return 'absent', '0', false
   end
@@ -170,7 +162,8 @@ end
 -- HMGET would read): {keys = its registered keys (radix_keys' order), nc = child count,
 -- ne = child edge fields present,
 -- f = {score, hits, parent, parent shard, stamp, exposed} (strings or false), vals = every other
--- field by name (the block key's object fields among them)}; false when the node does not exist.
+-- field by name, of = the block key's evict_obj_fields (strings or false)}; false when the node
+-- does not exist. Each list is one constructor: sized once, not grown field by field.
 -- The parent is as the node stores it ('>' + 32 bytes: radix_parent_field): the rows go to
 -- the caller so (records.node_parent_hash decodes it), and a walk decodes only the parents it
 -- climbs to (radix_parent_hash).
@@ -200,11 +193,12 @@ local function evict_node(tag, h)
   if not vals[F.node.created_ms] then
     return false -- a block hash holding only its block key's object (K.obj): no node
   end
-  local f = {}
-  for j, name in ipairs(evict_row_fields) do
-    f[j] = vals[name] or false
-  end
-  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, ne = ne, f = f, vals = vals }
+  local r, o = evict_row_fields, evict_obj_fields
+  local f = { vals[r[1]] or false, vals[r[2]] or false, vals[r[3]] or false, vals[r[4]] or false,
+    vals[r[5]] or false, vals[r[6]] or false }
+  local of = { vals[o[1]] or false, vals[o[2]] or false, vals[o[3]] or false, vals[o[4]] or false,
+    vals[o[5]] or false }
+  return { keys = keys, nc = tonumber(vals[F.node.nchildren]) or 0, ne = ne, f = f, vals = vals, of = of }
 end
 
 -- Node h for the read steps (evict_candidates, evict_ancestors), as evict_node answers it but
@@ -234,11 +228,8 @@ local function evict_node_read(tag, h)
     evict_read_whole = true
     return evict_node(tag, h)
   end
-  local vals = { [F.node.created_ms] = v[1] }
-  for j, name in ipairs(evict_obj_fields) do
-    vals[name] = v[10 + j]
-  end
-  return { keys = { h }, nc = tonumber(v[4]) or 0, f = { v[5], v[6], v[7], v[8], v[9], v[10] }, vals = vals }
+  return { keys = { h }, nc = tonumber(v[4]) or 0, f = { v[5], v[6], v[7], v[8], v[9], v[10] },
+    of = { v[11], v[12], v[13], v[14], v[15] } }
 end
 
 -- Whether leaf h may be evicted now (all its keys together). Returns status, bytes (decimal
@@ -260,7 +251,7 @@ local function evict_leaf_state(tag, h, now, any_node, node)
   end
   local bytes, objs, soft = '0', 0, false
   for _, key in ipairs(keys) do
-    local st, b, sp = evict_object_state(tag, key, now, node and key == h and node.vals or nil)
+    local st, b, sp = evict_object_state(tag, key, now, node and key == h and node.of or nil)
     if st == 'ok' then
       bytes = bytes == '0' and b or dec_add(bytes, b) -- b is evict_record's: a plain decimal
       objs = objs + 1
@@ -279,7 +270,9 @@ end
 -- and clock the shard's logical clock as the evictor last published it (tiered: a fresh leaf
 -- with k >= clock was put since that pass, the put grace; both 0 unless tiered).
 -- node (optional): the node as evict_node read it; z (optional): its index score as just read.
-local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
+-- a, b, c (optional): a chain entry's head (status, children, shard), put before the row in the
+-- same table: a reply pays about 2 thousand instructions per table (docs/architecture.md).
+local function evict_leaf_row(tag, h, bytes, objs, soft, node, z, a, b, c)
   local f
   if node then
     f = node.f
@@ -299,6 +292,9 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z)
     end
   end
   local clock = st and st.clock or 0
+  if a then -- a chain entry: status, children, shard, then the row, in one table
+    return { a, b, c, h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
+  end
   return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
 end
 
@@ -328,8 +324,11 @@ end
 -- A call's deferred writes to one shard from evict_block_leaf (evict_flush writes them): the
 -- stats counters, the index removals and the outbox entries, one command each per shard and
 -- call instead of one per leaf.
+-- size: a decimal string; sizen: the part summed as a number (sizes of at most 12 digits while
+-- the sum stays below 2^52: exact), folded into size by evict_flush (a dec_add per leaf was a
+-- printf and two strtod).
 local function evict_acc()
-  return { objects = 0, size = '0', nodes = 0, gone = {}, outbox = {} }
+  return { objects = 0, size = '0', sizen = 0, nodes = 0, gone = {}, outbox = {} }
 end
 
 -- Every field a block hash may hold besides its key field '.': its block key's object's fields
@@ -369,15 +368,24 @@ local function evict_block_leaf(tag, shard, h, node, bytes, frees, acc, conts)
       return false
     end
   end
+  -- Each replica's free entry (store_free_entry's 'segment|offset|put id'), with its parts
+  -- beside it for evict_free_here (fields a reply drops: only the array part is sent).
   local pid = v[F.obj.put_id]
-  for _, rep in ipairs(store_replicas(v[F.obj.replicas], tag)) do
-    local e = store_free_entry(rep, pid)
+  for ref, off in string.gmatch(v[F.obj.replicas] or '', '[^,;]+,[^,;]+,([^,;]+),([^,;]+),[^,;]+') do
+    local seg = store_segment(tag, ref)[1]
+    off = store_unhex(off)
+    local e = seg .. '|' .. off .. '|' .. pid
     acc.outbox[#acc.outbox + 1] = e
-    frees[#frees + 1] = { shard, e }
+    frees[#frees + 1] = { shard, e, seg = seg, off = off, pid = pid }
   end
   redis.call('DEL', K.node(tag, h))
   acc.objects, acc.nodes = acc.objects + 1, acc.nodes + 1
-  acc.size = dec_add(acc.size, v[F.obj.size] or '0')
+  local z = v[F.obj.size] or '0'
+  if #z <= 12 and acc.sizen < 4503599627370496 then
+    acc.sizen = acc.sizen + tonumber(z)
+  else
+    acc.size = dec_add(acc.size, z)
+  end
   acc.gone[#acc.gone + 1] = h
   local p = radix_unlink_parent(tag, shard, h,
     { v[F.node.parent] or false, v[F.node.parent_shard] or false, v[F.node.link_gen] or false, v[F.node.created_ms] }, conts)
@@ -399,6 +407,9 @@ local EVICT_COUNTERS = { F.stats.objects, F.stats.rkeys, F.stats.nodes, F.stats.
 -- no_outbox: the entries are applied in the call (evict_free.lua), not pushed.
 local function evict_flush(tag, acc, keys, bytes, no_outbox)
   local stats = K.stats(tag)
+  if acc.sizen > 0 then
+    acc.size, acc.sizen = dec_add(acc.size, string.format('%d', acc.sizen)), 0
+  end
   local c = redis.call('HMGET', stats, unpack(EVICT_COUNTERS))
   local w, n = {}, 0
   if acc.objects > 0 then
@@ -471,7 +482,8 @@ end
 -- evict_ancestors' read of one chain: from node h of shard `shard` (tag), then up while a
 -- node has exactly one child and its parent's shard is on this node, at most depth nodes,
 -- what each node would be as a leaf once its children are gone: {{status, children, shard,
--- row}...}, the named node first; a node not 'ok' ends it (its row empty).
+-- row...}...} (the row's fields follow in the entry), the named node first; a node not 'ok'
+-- ends it (no row).
 local function evict_chain(tag, shard, h, depth, now)
   local chain = {}
   for _ = 1, depth do
@@ -479,12 +491,12 @@ local function evict_chain(tag, shard, h, depth, now)
     local st, b, o, soft = evict_leaf_state(tag, h, now, true, node)
     local nc = node and node.nc or 0
     if st ~= 'ok' then
-      table.insert(chain, { st, nc, shard, {} })
+      chain[#chain + 1] = { st, nc, shard }
       break
     end
-    local row = evict_leaf_row(tag, h, b, o, soft, node)
-    table.insert(chain, { st, nc, shard, row })
-    local p, ps = row[7], tonumber(row[8])
+    local row = evict_leaf_row(tag, h, b, o, soft, node, nil, st, nc, shard)
+    chain[#chain + 1] = row
+    local p, ps = row[10], tonumber(row[11])
     if nc ~= 1 or p == '' or not ps or ps < 0 then
       break
     end

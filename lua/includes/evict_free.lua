@@ -20,12 +20,21 @@ end
 -- alloc_free does (a record goes only with its put id), and removes from the shards' outboxes
 -- the entries store_erase pushed there: all but those in queued (entry -> true: the block-leaf
 -- path's, which evict_flush was told not to push).
+-- An entry of evict_block_leaf carries its parts (seg, off already padded, pid): no parse.
 local function evict_free_here(tag, frees, queued)
-  local by, order = {}, {}
+  local by, order, stags = {}, {}, {}
   for _, f in ipairs(frees) do
     local e = f[2]
-    local seg, off, pid = string.match(e, '^(.*)|([^|]*)|([^|]*)$')
-    local stag = seg and evict_segment_tag(tag, seg)
+    local seg, off, pid = f.seg, f.off, f.pid
+    if not seg then
+      seg, off, pid = string.match(e, '^(.*)|([^|]*)|([^|]*)$')
+      off = seg and u64_pad(off)
+    end
+    local stag = stags[seg]
+    if stag == nil and seg then
+      stag = evict_segment_tag(tag, seg)
+      stags[seg] = stag
+    end
     if stag and #off <= 16 then
       local items = by[stag]
       if not items then
@@ -33,7 +42,7 @@ local function evict_free_here(tag, frees, queued)
         by[stag] = items
         order[#order + 1] = stag
       end
-      items[#items + 1] = { u64_pad(off), pid }
+      items[#items + 1] = { off, pid }
     end
     if not queued[e] then
       redis.call('LREM', K.outbox(K.shard(tag, f[1])), 1, e)

@@ -309,14 +309,16 @@ async def evict_ancestors(
 
 
 def _chains(replies: Any) -> list[list[AncestorRow]]:
+    # An entry is status, children, shard, then the row's fields (none unless 'ok'): one
+    # table per node in the script, not two.
     out = []
     for chain in replies:
         rows = []
-        for st, ch, sh, row in chain:
+        for entry in chain:
+            st = entry[0]
             status = st.decode() if type(st) is bytes else _s(st)
-            rows.append(
-                AncestorRow(status, int(ch), int(sh), _leaf(row) if status == "ok" else None)
-            )
+            row = _leaf(entry[3:]) if status == "ok" else None
+            rows.append(AncestorRow(status, int(entry[1]), int(entry[2]), row))
         out.append(rows)
     return out
 
@@ -330,7 +332,8 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
         rows: list[tuple[int, Any]] = []
         if leaves:
             _, raw, cs, fs, _now, js, _segs, published = reply
-            for i, (st, erased, nkeys, nbytes, parent, pshard) in zip(idx, raw):
+            # per leaf: status, keys unregistered, bytes, parent, parent shard, erased keys...
+            for i, (st, nkeys, nbytes, parent, pshard, *erased) in zip(idx, raw):
                 keys = [_s(k) for k in erased]
                 row = EvictedLeaf(
                     _s(st), keys, int(nkeys), int(nbytes), node_parent_hash(parent), int(_s(pshard))
