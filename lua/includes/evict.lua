@@ -174,7 +174,15 @@ local function evict_node(tag, h)
   if #flat == 0 then
     return false
   end
-  local keys, vals, nk, ne = {}, {}, 0, 0
+  -- vals sized by its constructor for the fields an MLA block holds (a table grown by
+  -- assignment rehashes at 1, 2, 4, 8 and 16 entries); false reads as absent everywhere.
+  local N, O = F.node, F.obj
+  local vals = { [N.parent] = false, [N.parent_shard] = false, [N.created_ms] = false,
+    [N.score] = false, [N.stamp] = false, [N.nkeys] = false, [N.nchildren] = false,
+    [N.exposed] = false, [O.client] = false, [O.created_ms] = false, [O.size] = false,
+    [O.lease_ms] = false, [O.status] = false, [O.put_id] = false, [O.replicas] = false,
+    [O.radix] = false }
+  local keys, nk, ne = {}, 0, 0
   for i = 1, #flat, 2 do
     local name = flat[i]
     local c = sbyte(name) -- a number: no one-byte string made per field

@@ -741,7 +741,7 @@ local function radix_drop_edge(tag, p, c, gen)
   local cf = radix_child_field(c)
   local f = redis.call('HMGET', nkey, cf, F.node.created_ms, F.node.nkeys, F.node.nchildren,
     F.node.score, F.node.stamp, F.node.hits, F.node.exposed)
-  if not f[1] or tonumber(f[1]) ~= tonumber(gen) then
+  if not f[1] or (f[1] ~= gen and tonumber(f[1]) ~= tonumber(gen)) then -- equal text: no strtod
     return 0
   end
   local nk, nc = tonumber(f[3]) or 0, (tonumber(f[4]) or 0) - 1
