@@ -233,7 +233,7 @@ local function read_ahead()
       local p = radix_parent_hash(r[7])
       if not seen[p] then
         local ptag = K.shard(c[5], ps)
-        if not evict_local(ptag) then
+        if not radix_local(ptag) then
           return {}
         end
         seen[p] = true

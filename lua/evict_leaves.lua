@@ -54,7 +54,7 @@ local out, conts, frees, journal = {}, {}, {}, {}
 local pending = {}
 -- Per shard, written once at the end: its evicted_keys / evicted_bytes counters, and the
 -- deferred writes of the leaves evicted whole with one DEL (evict_block_leaf, evict_flush):
--- {keys, bytes (decimal string), acc, bytes summed as a number (evict_acc's sizen rule)}.
+-- {keys, bytes, acc, bytes as a number} (the bytes: evict_sum_add's two parts).
 local evicted, tags, nleaves = {}, {}, 0
 for _, g in ipairs(groups) do
   for _, it in ipairs(g.items) do
@@ -98,11 +98,7 @@ repeat
         table.insert(journal, { shard, j })
       end
       acc[1] = acc[1] + #erased
-      if #bytes <= 12 and acc[4] < 4503599627370496 then
-        acc[4] = acc[4] + tonumber(bytes)
-      else
-        acc[2] = dec_add(acc[2], bytes)
-      end
+      evict_sum_add(acc, 2, 4, bytes)
       local row = { 'ok', nkeys, bytes, p[1] or '', p[2] or '-1' }
       for k = 1, #erased do
         row[5 + k] = erased[k]
@@ -119,10 +115,7 @@ end
 local queued = {} -- the block-leaf path's entries, not pushed when applied here
 for _, tag in ipairs(tags) do
   local acc = evicted[tag]
-  if acc[4] > 0 then
-    acc[2], acc[4] = dec_add(acc[2], string.format('%d', acc[4])), 0
-  end
-  evict_flush(tag, acc[3], acc[1], acc[2], here == 1)
+  evict_flush(tag, acc[3], acc[1], evict_sum(acc, 2, 4), here == 1)
   if here == 1 then
     for _, e in ipairs(acc[3].outbox) do
       queued[e] = true

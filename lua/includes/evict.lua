@@ -167,7 +167,6 @@ end
 -- The parent is as the node stores it ('>' + 32 bytes: radix_parent_field): the rows go to
 -- the caller so (records.node_parent_hash decodes it), and a walk decodes only the parents it
 -- climbs to (radix_parent_hash).
-local sbyte = string.byte
 local evict_row_fields = { F.node.score, F.node.hits, F.node.parent, F.node.parent_shard, F.node.stamp, F.node.exposed }
 local function evict_node(tag, h)
   local flat = redis.call('HGETALL', K.node(tag, h))
@@ -182,7 +181,7 @@ local function evict_node(tag, h)
     [N.exposed] = false, [O.client] = false, [O.created_ms] = false, [O.size] = false,
     [O.lease_ms] = false, [O.status] = false, [O.put_id] = false, [O.replicas] = false,
     [O.radix] = false }
-  local keys, nk, ne = {}, 0, 0
+  local keys, nk, ne, sbyte = {}, 0, 0, string.byte
   for i = 1, #flat, 2 do
     local name = flat[i]
     local c = sbyte(name) -- a number: no one-byte string made per field
@@ -300,10 +299,12 @@ local function evict_leaf_row(tag, h, bytes, objs, soft, node, z, a, b, c)
     end
   end
   local clock = st and st.clock or 0
+  local s, hits, sf, par, ps = f[1] or '0', f[2] or '0', soft and 1 or 0, f[3] or '', f[4] or '-1'
+  local k, x = f[5] or '0', f[6] == '1' and 1 or 0
   if a then -- a chain entry: status, children, shard, then the row, in one table
-    return { a, b, c, h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
+    return { a, b, c, h, s, hits, bytes, objs, sf, par, ps, z, k, clock, x }
   end
-  return { h, f[1] or '0', f[2] or '0', bytes, objs, soft and 1 or 0, f[3] or '', f[4] or '-1', z, f[5] or '0', clock, f[6] == '1' and 1 or 0 }
+  return { h, s, hits, bytes, objs, sf, par, ps, z, k, clock, x }
 end
 
 -- Evicts leaf h (keys: its registered keys as evict_node read them, else read here): erases
@@ -332,9 +333,25 @@ end
 -- A call's deferred writes to one shard from evict_block_leaf (evict_flush writes them): the
 -- stats counters, the index removals and the outbox entries, one command each per shard and
 -- call instead of one per leaf.
--- size: a decimal string; sizen: the part summed as a number (sizes of at most 12 digits while
--- the sum stays below 2^52: exact), folded into size by evict_flush (a dec_add per leaf was a
--- printf and two strtod).
+-- A running sum of decimal strings kept as t[ks] (a decimal string) plus t[kn] (a number): a
+-- value of at most 12 digits goes to the number while it is below 2^52 (exact), any other to
+-- the string; evict_sum folds the number in and returns the sum. A dec_add per leaf was a printf
+-- and two strtod.
+local function evict_sum_add(t, ks, kn, v)
+  if #v <= 12 and t[kn] < 4503599627370496 then
+    t[kn] = t[kn] + tonumber(v)
+  else
+    t[ks] = dec_add(t[ks], v)
+  end
+end
+local function evict_sum(t, ks, kn)
+  if t[kn] > 0 then
+    t[ks], t[kn] = dec_add(t[ks], string.format('%d', t[kn])), 0
+  end
+  return t[ks]
+end
+
+-- size / sizen: the evicted objects' sizes (evict_sum_add).
 local function evict_acc()
   return { objects = 0, size = '0', sizen = 0, nodes = 0, gone = {}, outbox = {} }
 end
@@ -388,12 +405,7 @@ local function evict_block_leaf(tag, shard, h, node, bytes, frees, acc, conts)
   end
   redis.call('DEL', K.node(tag, h))
   acc.objects, acc.nodes = acc.objects + 1, acc.nodes + 1
-  local z = v[F.obj.size] or '0'
-  if #z <= 12 and acc.sizen < 4503599627370496 then
-    acc.sizen = acc.sizen + tonumber(z)
-  else
-    acc.size = dec_add(acc.size, z)
-  end
+  evict_sum_add(acc, 'size', 'sizen', v[F.obj.size] or '0')
   acc.gone[#acc.gone + 1] = h
   local p = radix_unlink_parent(tag, shard, h,
     { v[F.node.parent] or false, v[F.node.parent_shard] or false, v[F.node.link_gen] or false, v[F.node.created_ms] }, conts)
@@ -415,9 +427,7 @@ local EVICT_COUNTERS = { F.stats.objects, F.stats.rkeys, F.stats.nodes, F.stats.
 -- no_outbox: the entries are applied in the call (evict_free.lua), not pushed.
 local function evict_flush(tag, acc, keys, bytes, no_outbox)
   local stats = K.stats(tag)
-  if acc.sizen > 0 then
-    acc.size, acc.sizen = dec_add(acc.size, string.format('%d', acc.sizen)), 0
-  end
+  evict_sum(acc, 'size', 'sizen')
   local c = redis.call('HMGET', stats, unpack(EVICT_COUNTERS))
   local w, n = {}, 0
   if acc.objects > 0 then
@@ -450,8 +460,6 @@ local function evict_flush(tag, acc, keys, bytes, no_outbox)
   end
 end
 
-local evict_local = radix_local
-
 -- Runs the continuations of an eviction (unlink child from a parent in another shard) here
 -- when that shard is on this node, atomically with the eviction, cascading on; the rest (other
 -- nodes) is appended to conts for the caller.
@@ -461,7 +469,7 @@ local function evict_unlink_local(tag, local_conts, conts)
     local c = local_conts[q]
     q = q + 1
     local ptag = K.shard(tag, c[2])
-    if c[2] ~= '-1' and evict_local(ptag) then
+    if c[2] ~= '-1' and radix_local(ptag) then
       radix_unlink_edge(ptag, tonumber(c[2]), c[1], c[3], c[4], local_conts)
     else
       table.insert(conts, c)
@@ -510,7 +518,7 @@ local function evict_chain(tag, shard, h, depth, now)
     end
     p = radix_parent_hash(p)
     local ptag = K.shard(tag, ps)
-    if not evict_local(ptag) then
+    if not radix_local(ptag) then
       break
     end
     tag, shard, h = ptag, ps, p

@@ -20,18 +20,18 @@ end
 -- alloc_free does (a record goes only with its put id), and removes from the shards' outboxes
 -- the entries store_erase pushed there: all but those in queued (entry -> true: the block-leaf
 -- path's, which evict_flush was told not to push).
--- An entry of evict_block_leaf carries its parts (seg, off already padded, pid): no parse.
+-- Each entry carries its parts (seg, off padded to 16 digits, pid: store_erase,
+-- evict_block_leaf), so none is parsed back; one without them is a bug, refused loudly.
 local function evict_free_here(tag, frees, queued)
   local by, order, stags = {}, {}, {}
   for _, f in ipairs(frees) do
     local e = f[2]
     local seg, off, pid = f.seg, f.off, f.pid
     if not seg then
-      seg, off, pid = string.match(e, '^(.*)|([^|]*)|([^|]*)$')
-      off = seg and u64_pad(off)
+      error('evict_free_here: free entry without its parts: ' .. tostring(e))
     end
     local stag = stags[seg]
-    if stag == nil and seg then
+    if stag == nil then
       stag = evict_segment_tag(tag, seg)
       stags[seg] = stag
     end

@@ -259,7 +259,8 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
       redis.call('ZADD', K.discarded(tag), release_at, e)
     else
       redis.call('RPUSH', K.outbox(tag), e)
-      table.insert(frees, { shard, e })
+      -- its parts beside it for evict_free_here (a reply sends only the array part)
+      frees[#frees + 1] = { shard, e, seg = rep.seg, off = rep.off, pid = pid }
     end
   end
   store_drop(okey, key)
