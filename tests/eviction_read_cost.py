@@ -11,7 +11,10 @@
     replay of the first ``requests`` (300) requests of the conversation trace at ``blocks``
     (1,000) blocks: leases of 0 ms make the choices independent of the machine's speed, so two
     trees evict the same keys in the same passes; prints the evictions, passes, and the reads'
-    calls and rows per pass.
+    calls and rows per pass. With ``EVICT_COST_SCRIPTS=<script>[,<script>...]`` only the calls
+    of those scripts are counted (callgrind switched on around each, ``callgrind_control -i``,
+    from a wrapper of ``Backend.call``); it also prints their calls. A window also counts a
+    server cron tick that falls in it.
 
 ``python3 tests/eviction_read_cost.py <source tree> hex <port>``
     Microseconds per 64-hex <-> 32-byte conversion in Redis's Lua (EVAL on a running server on
@@ -103,10 +106,30 @@ async def ea(ctx, starts):
     c["ancestor calls"] += 1; c["ancestor rows"] += sum(len(x) for x in r)
     return r
 L.evict_candidates, L.evict_ancestors = ec, ea
+import os, subprocess
+from mooncake_redis import backend
+want = set(filter(None, os.environ.get("EVICT_COST_SCRIPTS", "").split(",")))
+grind_pid, call = os.environ.get("EVICT_COST_PID", ""), backend.Backend.call
+def instrument(state):
+    subprocess.run(["callgrind_control", "-i", state, grind_pid], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+async def counted(self, name, keys, args, node=None):
+    if name not in want:
+        return await call(self, name, keys, args, node)
+    c["script calls"] += 1
+    instrument("on")
+    try:
+        return await call(self, name, keys, args, node)
+    finally:
+        instrument("off")
+if want:
+    backend.Backend.call = counted
 close = redis_target.RedisTarget.close
 async def report(self):
     m = self.svc.eviction_metrics
-    per = {k: round(v / max(1, m.passes), 2) for k, v in c.items()}
+    per = {k: round(v / max(1, m.passes), 2) for k, v in c.items() if k != "script calls"}
+    if want:
+        per["script calls (all)"] = c["script calls"]
     print(json.dumps({"evicted": m.evicted_keys, "passes": m.passes, "per pass": per}),
           file=sys.stderr)
     await close(self)
@@ -114,15 +137,17 @@ redis_target.RedisTarget.close = report
 from mooncake_redis.cli import main
 sys.exit(main())
 """
+    scripts = os.environ.get("EVICT_COST_SCRIPTS", "")
     grind = GrindServer(port)
     try:
         grind.ready()
-        grind.ctl("-i", "on")
+        if not scripts:
+            grind.ctl("-i", "on")
         grind.ctl("-z")
         args = ["replay", "--trace", str(TRACE), "--target", "redis", "--redis-url",
                 f"redis://127.0.0.1:{port}", "--capacity-blocks", str(blocks), "--limit",
                 str(requests), "--lease-ttl-ms", "0", "--json", "--no-progress"]  # fmt: skip
-        env = dict(os.environ, PYTHONPATH=tree)
+        env = dict(os.environ, PYTHONPATH=tree, EVICT_COST_PID=str(grind.proc.pid))
         out = subprocess.run([sys.executable, "-c", probe, *args], cwd=tree, env=env,
                              capture_output=True, text=True, check=True)  # fmt: skip
         grind.ctl("-d", "replay")
@@ -134,7 +159,8 @@ sys.exit(main())
         assert result["reads_failed"] == 0, result
         assert result["puts_ok"] + result["puts_failed"] == result["misses"], result
         assert result["puts_ok"] > 0 and result["evicted_keys"] > 0, result
-        print(tree, f"Redis instructions: {sum(grind.counts()) / 1e9:.3f} G")
+        what = f" in {scripts}" if scripts else ""
+        print(tree, f"Redis instructions{what}: {sum(grind.counts()) / 1e9:.3f} G")
         print(" ", out.stderr.strip().splitlines()[-1])
     finally:
         grind.stop()
