@@ -19,7 +19,8 @@
 --       count r, then r replicas (segment (1-based index into the segment table), offset and
 --       length (u64 hex), allocation ms), prefix hash, parent as its node stores it ('' none,
 --       '>' + 32 bytes: keys.node_parent_field), parent shard
---       (-1 none), link generation (0 none; 'f': link here, see below), cycle checked (0/1).
+--       (-1 none), link generation (0 none; 'f': link here, see below), cycle checked (0/1),
+--       the prefix's edge field when linked here (keys.node_child_field; '' otherwise).
 -- An item whose parent block is an earlier item of its group (same shard) comes with
 -- generation 'f': radix_link's step runs here, parent first, just before the item's own
 -- writes once its checks passed (radix_link_pair), so a chain put in one batch makes no shell
@@ -95,14 +96,15 @@ each_group(function(tag, shard, n)
   end
   -- The items are read from ARGV in place (no table per item or replica): an item at cursor
   -- position i is key, put id, size, soft, hard, r, r x (segment, offset, length, ms), prefix,
-  -- parent, parent shard, generation, checked; first the shard's replica count (the id pool).
+  -- parent, parent shard, generation, checked, prefix's edge field; first the shard's replica
+  -- count (the id pool).
   local A = ARGV
   local starts, left, i = {}, 0, cursor.i
   for j = 1, n do
     starts[j] = i
     local r = tonumber(A[i + 6])
     left = left + r
-    i = i + 11 + 4 * r
+    i = i + 12 + 4 * r
   end
   cursor.i = i
   -- Deferred writes: objects count, bytes (a number while exact, else a decimal string),
@@ -111,9 +113,15 @@ each_group(function(tag, shard, n)
   acc.drop = {} -- nodes made here that got a child here: no leaf entry (radix_link_seed)
   local seen, exposing = {}, radix_tier_state(tag) -- the links made here (radix_link_pair)
   -- The parent side of an item's link made here (generation 'f'): its generation (decimal
-  -- string) and whether the parent block was stored before this call.
-  local function link_here(parent, prefix)
-    local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, radix_child_field(prefix), seen, acc, exposing, now, fresh)
+  -- string) and whether the parent block was stored before this call. The prefix's edge field
+  -- comes from the caller (cf): no 64-hex packing here, and the next item of a chain, whose
+  -- parent this block is, finds the parent's hash without unpacking it (radix_child_field_is).
+  local function link_here(parent, prefix, cf)
+    if cf == '' then -- a caller bug: it would write a wrong edge
+      error('put_start: ' .. prefix .. ' is linked here without its edge field')
+    end
+    radix_child_field_is(prefix, cf)
+    local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, cf, seen, acc, exposing, now, fresh)
     return radix_ms(g), stored
   end
   local objs, bytes, big, proc = 0, 0, '0', {}
@@ -215,7 +223,7 @@ each_group(function(tag, shard, n)
       -- Linked all the same, as the link step would have before the commit: until the caller
       -- has checked and sent it again (with this generation), the edge keeps the parent from
       -- being evicted as a leaf; a refused cycle drops it (the caller's undo of a failed put).
-      lgen, lstored = link_here(parent, prefix)
+      lgen, lstored = link_here(parent, prefix, A[e + 5])
     end
     if code == E.OK then
       if takeover then
@@ -282,7 +290,7 @@ each_group(function(tag, shard, n)
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
         if gen == 'f' then -- the parent side of the link, now that the item will be written
-          lgen, lstored = link_here(parent, prefix)
+          lgen, lstored = link_here(parent, prefix, A[e + 5])
           gen = lgen
         end
         -- Merged, its HSET writes the object too. (Its checks are the ones above, on the same

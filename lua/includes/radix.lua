@@ -138,6 +138,11 @@ elseif bit then
   end
 end
 local radix_child_fields = {} -- memo of one script call: a put reads and writes each edge
+-- Memo of radix_parent_hash, one script call: filled by it, and by every child field made or
+-- recorded here (a chain put's next item has this one's block as its parent: no hex32 then);
+-- radix_parent_hash fills radix_child_fields in turn. A field and its hash are one value
+-- written two ways (keys.node_child_field), so either memo answers for the other.
+local radix_parent_hashes = {}
 
 -- The node HASH field of the edge to child c.
 local function radix_child_field(c)
@@ -150,13 +155,13 @@ local function radix_child_field(c)
   else
     f = '<' .. c
   end
-  radix_child_fields[c] = f
+  radix_child_fields[c], radix_parent_hashes[f] = f, c
   return f
 end
 
 -- A caller that sends child c's edge field (keys.node_child_field, the same rule) records it.
 local function radix_child_field_is(c, f)
-  radix_child_fields[c] = f
+  radix_child_fields[c], radix_parent_hashes[f] = f, c
 end
 
 -- The stored parent field p (schema 9): the parent hash in radix_child_field's form ('>' and
@@ -170,10 +175,9 @@ local function radix_parent_field(p)
 end
 
 -- The parent hash of a stored field p (false and '' as they are). radix_hex32 is about 2 us:
--- memoized per script call, as a walk up a
--- chain (radix_chain) or an eviction pass meets the same parents again; the put path compares
--- stored forms instead (its ARGV carries the parent so: lua_calls/puts.py).
-local radix_parent_hashes = {}
+-- memoized per script call (radix_parent_hashes), as a walk up a chain (radix_chain) or an
+-- eviction pass meets the same parents again; the put path compares stored forms instead (its
+-- ARGV carries the parent so: lua_calls/puts.py).
 local function radix_parent_hash(v)
   if not v or v == '' then
     return v
@@ -184,6 +188,9 @@ local function radix_parent_hash(v)
   end
   if string.byte(v) == 62 then -- '>'
     x = radix_hex32(string.sub(v, 2))
+    -- Both ways: the edge to x from its own parent (an eviction cascading up a chain, the
+    -- parent's edge dropped next) then needs no radix_unhex32.
+    radix_child_fields[x] = v
   else
     x = string.sub(v, 2)
   end
