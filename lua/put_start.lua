@@ -180,7 +180,7 @@ each_group(function(tag, shard, n)
       end
       local seg = segs[A[r]].seg
       if code == E.OK and vetoes
-          and redis.call('ZSCORE', K.veto(tag), store_free_entry({ seg = seg, off = A[r + 1] }, pid)) then
+          and redis.call('ZSCORE', K.veto(tag), store_free_entry(seg, A[r + 1], pid)) then
         code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. seg .. ' was unmounted'
       end
     end

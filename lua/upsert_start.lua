@@ -91,13 +91,13 @@ each_group(function(tag, shard, n)
         if code == E.OK and tonumber(rep.ms) < now - deadline then
           code, msg = E.INTERNAL_ERROR, 'key ' .. key .. ': allocation older than the commit deadline'
         end
-        if code == E.OK and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep, pid)) then
+        if code == E.OK and redis.call('ZSCORE', K.veto(tag), store_free_entry(rep.seg, rep.off, pid)) then
           code, msg = E.SEGMENT_NOT_FOUND, 'key ' .. key .. ': segment ' .. rep.seg .. ' was unmounted'
         end
       end
       if code == E.OK then
         for _, rep in ipairs(old) do
-          redis.call('ZADD', K.discarded(tag), now + release, store_free_entry(rep, f[1]))
+          redis.call('ZADD', K.discarded(tag), now + release, store_free_entry(rep.seg, rep.off, f[1]))
         end
         if not store_all_complete(old) then
           redis.call('HINCRBY', K.stats(tag), 'upsert_preempt_cnt', 1)

@@ -393,13 +393,13 @@ local function evict_block_leaf(tag, shard, h, node, bytes, frees, acc, conts)
       return false
     end
   end
-  -- Each replica's free entry (store_free_entry's 'segment|offset|put id'), with its parts
-  -- beside it for evict_free_here (fields a reply drops: only the array part is sent).
+  -- Each replica's free entry (store_free_entry), with its parts beside it for
+  -- evict_free_here (fields a reply drops: only the array part is sent).
   local pid = v[F.obj.put_id]
   for ref, off in string.gmatch(v[F.obj.replicas] or '', '[^,;]+,[^,;]+,([^,;]+),([^,;]+),[^,;]+') do
     local seg = store_segment(tag, ref)[1]
     off = store_unhex(off)
-    local e = seg .. '|' .. off .. '|' .. pid
+    local e = store_free_entry(seg, off, pid)
     acc.outbox[#acc.outbox + 1] = e
     frees[#frees + 1] = { shard, e, seg = seg, off = off, pid = pid }
   end

@@ -64,8 +64,10 @@ local function store_drop(okey, key)
   redis.call('HDEL', okey, unpack(store_obj_fields))
 end
 
-local function store_free_entry(rep, pid)
-  return rep.seg .. '|' .. rep.off .. '|' .. pid
+-- A buffer's entry in the outbox and the discarded and veto sets: 'segment|offset|put id', the
+-- offset as u64 hex.
+local function store_free_entry(seg, off, pid)
+  return seg .. '|' .. off .. '|' .. pid
 end
 
 local store_segcache = {}
@@ -254,7 +256,7 @@ local function store_erase(tag, shard, key, conts, frees, release_at)
   local reps = store_replicas(f[1], tag)
   local pid = f[3]
   for _, rep in ipairs(reps) do
-    local e = store_free_entry(rep, pid)
+    local e = store_free_entry(rep.seg, rep.off, pid)
     if release_at then
       redis.call('ZADD', K.discarded(tag), release_at, e)
     else

@@ -80,7 +80,15 @@ async def put_start(
     # bytes on the wire; a str packs cheaper than an int).
     seg_index: dict[tuple[str, str, str, str, str], str] = {}
     items: list[ShardItem] = []
-    fields: dict[str, bytes] = {}  # hash -> its edge / parent field, once per batch
+    fields: dict[str, bytes] = {}  # hash -> its field, once per batch (a block is the prefix
+    # of one item and the parent of the next)
+
+    def field(h: str) -> bytes:
+        f = fields.get(h)
+        if f is None:
+            f = fields[h] = node_child_field(h)
+        return f
+
     for x in commits:
         reps = x.replicas
         argv: list[Any] = [
@@ -96,16 +104,12 @@ async def put_start(
         # the parent as the node stores it (field p: keys.node_parent_field) and, for a link
         # made in the commit, the prefix's edge field (the next item's parent in a chain): the
         # script packs no 64 hex digits into 32 bytes (about 8 k instructions each in Redis)
-        parent = fields.get(x.parent)
-        if parent is None:
-            parent = fields[x.parent] = node_parent_field(x.parent)
-        if x.generation == FOLD_LINK:
-            edge = fields.get(x.prefix)
-            if edge is None:
-                edge = fields[x.prefix] = node_child_field(x.prefix)
-            argv += (x.prefix, parent, x.parent_shard, "f", "1" if x.checked else "0", edge)
-        else:
-            argv += (x.prefix, parent, x.parent_shard, x.generation, "1" if x.checked else "0", "")
+        gen: int | str = x.generation
+        edge = b""
+        if gen == FOLD_LINK:
+            gen, edge = "f", field(x.prefix)
+        parent = field(x.parent) if x.parent else b""
+        argv += (x.prefix, parent, x.parent_shard, gen, "1" if x.checked else "0", edge)
         items.append((x.shard, argv))
     head.append(len(seg_index))
     for desc in seg_index:
