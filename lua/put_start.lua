@@ -19,14 +19,19 @@
 --       count r, then r replicas (segment (1-based index into the segment table), offset and
 --       length (u64 hex), allocation ms), prefix hash, parent as its node stores it ('' none,
 --       '>' + 32 bytes: keys.node_parent_field), parent shard
---       (-1 none), link generation (0 none; 'f': link here, see below), cycle checked (0/1),
---       the prefix's edge field when linked here (keys.node_child_field; '' otherwise).
+--       (-1 none), link generation (0 none; 'f' or 'g': link here, see below), cycle checked
+--       (0/1), the prefix's edge field when linked here (keys.node_child_field; '' otherwise).
 -- An item whose parent block is an earlier item of its group (same shard) comes with
 -- generation 'f': radix_link's step runs here, parent first, just before the item's own
 -- writes once its checks passed (radix_link_pair), so a chain put in one batch makes no shell
 -- parents in a step before this one, and needs no cycle check (a node made now has no child).
 -- A parent this call created is known without a read (radix_link_seed). Such an item that
 -- answers 1 (the cycle check) is linked all the same and comes back with its generation.
+-- Generation 'g': the same for an item whose parent block is no item of the batch, in the same
+-- shard, with the put guard: a parent block that is not completely stored, or is an orphan,
+-- refuses the item (OBJECT_NOT_FOUND; OBJECT_ALREADY_EXISTS when the key exists and is not a
+-- stale put, as put_precheck answers), before anything of it is written or linked: the check
+-- and the link are one atomic step, where the link step's stored flag came a round trip before.
 -- Returns: {items, {continuation...}}: items flat, per item in ARGV order: code, message,
 --          replica count m, m replica ids (decimal strings), edge adopted 0/1, and the link made
 --          here: its generation and whether the parent block was stored before this call (0/1),
@@ -37,6 +42,7 @@
 --          reply was lost) answers OK with its replica ids.
 --   A failed item whose node already names the parent adopts the bumped edge (no undo).
 -- Errors (per item): OBJECT_ALREADY_EXISTS (-705), INVALID_PARAMS (-600, radix parent conflict),
+--   OBJECT_NOT_FOUND (-704, 'g': the parent block is not stored, or is an orphan),
 --   SEGMENT_NOT_FOUND (-101, segment unmounted meanwhile), INTERNAL_ERROR (-1, allocation older
 --   than the commit deadline); 1 (not a Mooncake code; nothing written) when the node exists
 --   without a parent and has children and the cycle check was not done (see radix_register).
@@ -124,6 +130,19 @@ each_group(function(tag, shard, n)
     local g, stored = radix_link_pair(tag, radix_parent_hash(parent), prefix, cf, seen, acc, exposing, now, fresh)
     return radix_ms(g), stored
   end
+  -- The put guard of a 'g' item's parent (as its node stores it), once per parent and call:
+  -- true when it refuses (the parent block is not completely stored, or is an orphan).
+  local guard = {}
+  local function guard_refuses(parent)
+    local r = guard[parent]
+    if r == nil then
+      local ph = radix_parent_hash(parent)
+      local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
+      r = not (g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) == 1)
+      guard[parent] = r
+    end
+    return r
+  end
   local objs, bytes, big, proc = 0, 0, '0', {}
   local cur = { base[4], base[5], base[6], base[7] }
   -- The deferred counters in one HSET (a read first unless the group's first read is still
@@ -172,6 +191,7 @@ each_group(function(tag, shard, n)
     local key, pid, size, nreps = A[i + 1], A[i + 2], A[i + 3], tonumber(A[i + 6])
     local e = i + 7 + 4 * nreps -- prefix
     local prefix, parent, pshard, gen = A[e], A[e + 1], A[e + 2], A[e + 3]
+    local here = gen == 'f' or gen == 'g' -- linked in this call (link_here)
     left = left - nreps
     local code, msg = E.OK, ''
     for r = i + 7, e - 1, 4 do
@@ -207,6 +227,17 @@ each_group(function(tag, shard, n)
         end
       end
     end
+    -- The put guard comes before the commit's own checks, as when it refused the put before
+    -- the commit: only an existing key (not a stale put) answers otherwise.
+    if gen == 'g' and code ~= 'again' and guard_refuses(parent) then
+      if f[3] and (store_any_complete(store_replicas(f[2])) or tonumber(f[1]) + discard > now) then
+        code, msg = E.OBJECT_ALREADY_EXISTS, 'key ' .. key .. ': object already exists'
+      else
+        code, msg = E.OBJECT_NOT_FOUND, 'config.parent_block_hash: block ' .. radix_parent_hash(parent)
+          .. ' is not stored (or is itself an orphan: its own parent block is gone);'
+          .. ' refusing an orphan (radix_put_guard)'
+      end
+    end
     if code == E.OK and radix_on == 1 then
       pre = pre or radix_pre(tag, prefix, key)
       local cur = pre[1]
@@ -219,7 +250,7 @@ each_group(function(tag, shard, n)
     end
     local ids = {}
     local lgen, lstored = '', '' -- a link made here: generation, parent block stored before this call
-    if code == RADIX_CHECK_CYCLE and gen == 'f' then
+    if code == RADIX_CHECK_CYCLE and here then
       -- Linked all the same, as the link step would have before the commit: until the caller
       -- has checked and sent it again (with this generation), the edge keeps the parent from
       -- being evicted as a leaf; a refused cycle drops it (the caller's undo of a failed put).
@@ -289,7 +320,7 @@ each_group(function(tag, shard, n)
         -- (Merged, the object is not written yet: as when it was, a key already registered
         -- counts as an object of the block, so it adopts nothing.)
         local adopt = pre[4] == '1' and radix_will_adopt(tag, prefix) and not (merged and pre[9])
-        if gen == 'f' then -- the parent side of the link, now that the item will be written
+        if here then -- the parent side of the link, now that the item will be written
           lgen, lstored = link_here(parent, prefix, A[e + 5])
           gen = lgen
         end
@@ -315,12 +346,12 @@ each_group(function(tag, shard, n)
       -- Written by this put (a resent call whose reply was lost): new in the batch, and, linked
       -- here, the parent block's stored flag is reported again (read only: the edge stands).
       fresh[key] = true
-      if gen == 'f' then
+      if here then
         local ph = radix_parent_hash(parent)
         local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
         lgen, lstored = '0', g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) or 0
       end
-    elseif code ~= E.OK and radix_on == 1 and gen ~= 'f' then -- 'f': no edge was made here
+    elseif code ~= E.OK and radix_on == 1 and not here then -- linked here: no edge was made
       adopted = store_adopt_edge(tag, prefix, parent, gen)
     end
     local m, o = #ids, #out

@@ -16,7 +16,15 @@ from .allocation import Allocator, PutItem
 from .context import Context
 from .cycles import CHECK_CYCLE, check_links
 from .errors import ErrorCode, MooncakeError
-from .lua_calls.puts import FOLD_LINK, Commit, Committed, Precheck, put_precheck, put_start
+from .lua_calls.puts import (
+    FOLD_LINK,
+    FOLD_STORED,
+    Commit,
+    Committed,
+    Precheck,
+    put_precheck,
+    put_start,
+)
 from .lua_calls.store import Erased, Result
 from .models import (
     PROCESSING,
@@ -132,7 +140,8 @@ class Puts:
         """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
         buffers freed, their fresh parent edges dropped)."""
         radix = self.ctx.config.enable_radix_tree
-        folded = folded_puts(puts, self.ctx.config.script_batch_size) if radix else set()
+        limit = self.ctx.config.script_batch_size
+        folded = folded_puts(puts, limit, in_batch) if radix else set()
         linked = [p for p in puts if radix and p.cfg.parent_block_hash and p.index not in folded]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
@@ -151,6 +160,14 @@ class Puts:
         empty = [p for p in puts if not p.reps]
         guard = radix and self.ctx.config.radix_put_guard
         orphans = self._orphan_puts(linked, in_batch) if guard else []
+        # A folded put whose parent is no block of the batch: with the guard, its commit
+        # refuses it when that parent is not stored (FOLD_STORED), as _orphan_puts does here
+        # for a put linked by the link step.
+        fold = {
+            p.index: FOLD_STORED if guard and p.cfg.parent_block_hash not in in_batch else FOLD_LINK
+            for p in puts
+            if p.index in folded
+        }
         if empty or orphans:
             await self._explain_no_replica(empty, results, orphans)
             failed.extend(empty)
@@ -161,7 +178,7 @@ class Puts:
         def item(p: PutItem, checked: int) -> Commit:
             parent = p.cfg.parent_block_hash if radix else ""
             cfg = p.cfg
-            gen = FOLD_LINK if p.index in folded else p.gen
+            gen = fold.get(p.index, p.gen)
             return Commit(
                 p.shard, p.key, p.pid, p.size, bool(cfg.with_soft_pin), bool(cfg.with_hard_pin),
                 p.reps, p.prefix, parent, p.pshard if parent else -1, gen, bool(checked),
@@ -205,7 +222,7 @@ class Puts:
                         p.shard, p.key, p.pid, p.size, bool(p.cfg.with_soft_pin),
                         bool(p.cfg.with_hard_pin), p.reps, p.prefix, p.cfg.parent_block_hash,
                         p.pshard if p.cfg.parent_block_hash else -1,
-                        FOLD_LINK if p.index in folded else p.gen, p.index in checked,
+                        fold.get(p.index, p.gen), p.index in checked,
                     ))
                     for p in todo
                 ]
@@ -220,7 +237,7 @@ class Puts:
                 p.parent_stored = r.link[1]
                 if r.code == CHECK_CYCLE:
                     p.gen = r.link[0]
-                    folded.discard(p.index)
+                    fold.pop(p.index, None)
         # A node that exists without a parent and has children (a root with a child, a shell)
         # takes a parent only when it is not that parent's root: a second key of a node put
         # under the node's own child would close a cycle (cycles.py; in batch order).

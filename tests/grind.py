@@ -8,6 +8,7 @@ script call: start the server with instrumentation off, ``ctl("-z")`` before a c
 from __future__ import annotations
 
 import glob
+import os
 import re
 import shutil
 import subprocess
@@ -61,6 +62,13 @@ class GrindServer:
         return out
 
     def stop(self) -> None:
+        """Ends the server; with ``GRIND_KEEP=<dir>`` its dumps are copied there first (for
+        ``callgrind_annotate``)."""
+        keep = os.environ.get("GRIND_KEEP")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            for f in glob.glob(f"{self.workdir}/cg.*"):
+                shutil.copy(f, keep)
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)

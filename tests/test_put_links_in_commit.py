@@ -2,9 +2,10 @@
 commit (put_start, ``FOLD_LINK``), parent first, in the same atomic script call: a chain put in
 one batch makes no shell parents in a step before the commit and needs no cycle check, and
 every edge, child count, leaf entry and tiered mark is what the separate link step would have
-written. The other puts (parent stored before, in another shard, or later in the batch) keep
-the link step. On fakeredis, Redis and Redis Cluster, with 1 shard (every pair folds) and 8
-(some do)."""
+written. So is a put whose parent is no block of the batch, in the same shard (``FOLD_STORED``:
+its commit applies the put guard to the parent). The other puts (parent in another shard, or
+later in the batch) keep the link step. On fakeredis, Redis and Redis Cluster, with 1 shard
+(every pair folds) and 8 (some do)."""
 
 from __future__ import annotations
 
@@ -64,15 +65,15 @@ async def test_a_chain_put_in_one_batch_is_linked_by_its_commit(
     blocks = [(h(f"fold{i}"), h(f"fold{i - 1}") if i else root[0][0]) for i in range(12)]
     calls = record_calls(svc)
     assert await put_blocks(svc, blocks, keys_per_block=keys_per_block) == 12 * keys_per_block
-    # Folded: a block whose parent is an earlier block of the batch in the same shard, and
-    # that gets no child from the link step: from the tip of the chain down to its last shard
-    # crossing. Only the others went through the link step.
+    # Folded: a block whose parent is an earlier block of the batch or a stored one, in the
+    # same shard, and that gets no child from the link step: from the tip of the chain down to
+    # its last shard crossing. Only the others went through the link step.
     shard_of = svc.keys.shard_of
     expect_linked = set()
     crossed = False
     for i in range(len(blocks) - 1, -1, -1):
         blk, parent = blocks[i]
-        crossed = crossed or i == 0 or shard_of(parent) != shard_of(blk)
+        crossed = crossed or shard_of(parent) != shard_of(blk)
         if crossed:
             expect_linked.add((parent, blk))
     linked = set()
@@ -86,9 +87,9 @@ async def test_a_chain_put_in_one_batch_is_linked_by_its_commit(
                     linked.add((args[j + 3 + 3 * k], args[j + 4 + 3 * k]))
                 j += 3 + 3 * n
     assert linked == expect_linked
-    if shards == 1:  # one pair linked before (to the stored root); no shell, no cycle check
-        assert len(expect_linked) == 1
-        assert not [c for c in calls if c.name == "radix_chain"]
+    if shards == 1:  # no link step at all, no shell, no cycle check
+        assert not expect_linked
+        assert not [c for c in calls if c.name in ("radix_link", "radix_chain")]
     # Each parent names its child with the generation the child recorded, counts it, is out
     # of the leaf index and (tiered, the default policy) exposed; the tip is the only leaf.
     for blk, parent in blocks:
@@ -319,8 +320,9 @@ async def test_a_folded_put_that_must_be_checked_is_linked_first(
     )
     svc.backend.call = real  # type: ignore[method-assign]
     assert isinstance(res[0], MooncakeError) and res[0].code == ErrorCode.OBJECT_ALREADY_EXISTS
-    # r's link is made by its commit (the cycle case links p's own parent x beforehand)
-    assert [c.name for c in calls].count("radix_link") == (1 if cycle else 0)
+    # r's link is made by its commit (and p's, to its stored parent x, in the cycle case: p
+    # exists, so it is not made)
+    assert [c.name for c in calls].count("radix_link") == 0
     # the commit, then (no cycle) the resend
     assert [c.name for c in calls].count("put_start") == (1 if cycle else 2)
     # p is no leaf once r is linked: the pass takes x (or, in the cycle, finds no leaf at all)

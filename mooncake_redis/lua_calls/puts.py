@@ -15,6 +15,10 @@ _DEC = [str(i) for i in range(65)]  # replica counts (replica_num is at most 64)
 # Commit.generation of a put whose parent block is an earlier item of its shard's group:
 # put_start links it itself, parent first, once its checks pass (sent as 'f').
 FOLD_LINK = -1
+# ... whose parent block is no item of the batch (stored before it, or the put is refused):
+# put_start links it itself once its checks pass, the put guard among them: a parent block
+# that is not completely stored, or is an orphan, refuses the put (sent as 'g').
+FOLD_STORED = -2
 
 
 class Commit(NamedTuple):
@@ -30,7 +34,7 @@ class Commit(NamedTuple):
     prefix: str
     parent: str  # '' = none
     parent_shard: int  # -1 = none
-    generation: int  # the parent link's (0 = none, FOLD_LINK = put_start links it)
+    generation: int  # the parent link's (0 = none, FOLD_LINK / FOLD_STORED = put_start links it)
     checked: bool  # the cycle check was done
 
 
@@ -39,8 +43,9 @@ class Committed(NamedTuple):
     message: str
     replica_ids: list[int]
     adopted: bool  # failed, but the node already names the parent: keep the edge
-    # FOLD_LINK: the link put_start made (its generation, whether the parent block was stored
-    # before the call); with CHECK_CYCLE too (the edge stands until the resend or the undo)
+    # FOLD_LINK / FOLD_STORED: the link put_start made (its generation, whether the parent
+    # block was stored before the call); with CHECK_CYCLE too (the edge stands until the
+    # resend or the undo)
     link: tuple[int, bool] | None = None
 
 
@@ -106,8 +111,8 @@ async def put_start(
         # script packs no 64 hex digits into 32 bytes (about 8 k instructions each in Redis)
         gen: int | str = x.generation
         edge = b""
-        if gen == FOLD_LINK:
-            gen, edge = "f", field(x.prefix)
+        if x.generation < 0:
+            gen, edge = "f" if x.generation == FOLD_LINK else "g", field(x.prefix)
         parent = field(x.parent) if x.parent else b""
         argv += (x.prefix, parent, x.parent_shard, gen, "1" if x.checked else "0", edge)
         items.append((x.shard, argv))
