@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from . import lua_calls as lua
@@ -169,7 +169,9 @@ class Puts:
             if p.index in folded
         }
         if empty or orphans:
-            await self._explain_no_replica(empty, results, orphans)
+            # an empty put its commit would have guarded: the precheck applies the guard
+            guarded = {p.index for p in empty if fold.get(p.index) == FOLD_STORED}
+            await self._explain_no_replica(empty, results, orphans, guarded)
             failed.extend(empty)
             failed.extend(orphans)
         # Step 2: commit in the object shards.
@@ -294,8 +296,8 @@ class Puts:
                 Precheck(p.shard, p.key, p.prefix, p.cfg.parent_block_hash, p.gen) for p in shared
             ]
             adopt = await put_precheck(self.ctx, checks)
-            for p, (_, adopted) in zip(shared, adopt):
-                p.adopted = adopted
+            for p, check in zip(shared, adopt):
+                p.adopted = check.adopted
         undo = [
             (p.cfg.parent_block_hash, p.pshard, p.prefix, str(p.gen))
             for p in failed
@@ -353,25 +355,37 @@ class Puts:
             done = [p for p in done if p not in undo]
 
     async def _explain_no_replica(
-        self, puts: list[PutItem], results: list[Any], orphans: Sequence[PutItem] = ()
+        self,
+        puts: list[PutItem],
+        results: list[Any],
+        orphans: Sequence[PutItem] = (),
+        guarded: Set[int] = frozenset(),
     ) -> None:
         """Puts that got no buffer: OBJECT_ALREADY_EXISTS if the key exists (Mooncake checks that
         first), INVALID_PARAMS if no segment could ever hold it, else NO_AVAILABLE_HANDLE with a
         durable eviction request. Orphan puts (refused by the radix put guard): OBJECT_NOT_FOUND
-        naming the parent block, unless the key exists."""
+        naming the parent block, unless the key exists; so are the ``guarded`` puts (indices)
+        whose parent block the precheck finds not stored (their commit would have checked it)."""
         radix = self.ctx.config.enable_radix_tree
         every = [*puts, *orphans]
         replies = await put_precheck(
             self.ctx,
             [
-                Precheck(p.shard, p.key, p.prefix, p.cfg.parent_block_hash if radix else "", p.gen)
+                Precheck(
+                    p.shard,
+                    p.key,
+                    p.prefix,
+                    p.cfg.parent_block_hash if radix else "",
+                    p.gen,
+                    p.index in guarded,
+                )
                 for p in every
             ],
         )
         need_evict = False
-        for n, (p, (exists, adopted)) in enumerate(zip(every, replies)):
+        for n, (p, (exists, adopted, orphan)) in enumerate(zip(every, replies)):
             p.adopted = adopted
-            if n >= len(puts) and not exists:
+            if (n >= len(puts) or orphan) and not exists:
                 results[p.index] = MooncakeError(
                     ErrorCode.OBJECT_NOT_FOUND,
                     f"config.parent_block_hash: block {p.cfg.parent_block_hash} is not stored"

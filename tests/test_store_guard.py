@@ -187,3 +187,20 @@ async def test_a_child_of_a_stored_parent_is_linked_under_it(
     assert await stored(svc, [*root, *new]) == [True, True, False, False, False, False]
     report = await fsck(svc)
     assert report.clean, report.to_dict()
+
+
+@pytest.mark.parametrize("shards", [1, 8])
+async def test_the_guard_answers_first_for_a_put_that_got_no_buffer(
+    make_service: Any, shards: int
+) -> None:
+    """A put under a parent block that is not stored, which also finds no room: the guard's
+    OBJECT_NOT_FOUND, whether the link step or the commit would have guarded it (the latter
+    never runs for a put without a buffer: the no-buffer check applies the guard then)."""
+    svc = await mounted(make_service, 1000, num_shards=shards)
+    a, b, f = h("gn-a"), h("gn-b"), h("gn-fill")
+    await put_batch(svc, [(f, "")], size=900)
+    [res] = await put_batch(svc, [(b, a)], size=200)
+    await refused_cleanly(svc, res, a)
+    assert await svc.radix.get_nodes([a, b]) == [None, None]
+    report = await fsck(svc)
+    assert report.clean, report.to_dict()

@@ -57,11 +57,13 @@ class Precheck(NamedTuple):
     prefix: str
     parent: str
     generation: int
+    guard: bool = False  # also apply the put guard to the parent block
 
 
 class Prechecked(NamedTuple):
     exists: bool  # the key exists (and its put is not stale)
     adopted: bool
+    orphan: bool  # guard: the parent block is not completely stored, or is an orphan
 
 
 async def put_start(
@@ -150,7 +152,13 @@ async def put_precheck(ctx: Context, checks: Sequence[Precheck]) -> list[Prechec
     """``put_precheck``: whether each key exists, and whether its node adopted the edge."""
     replies = await ctx.run_sharded_items(
         "put_precheck",
-        [(x.shard, [x.key, x.prefix, node_parent_field(x.parent), x.generation]) for x in checks],
+        [
+            (x.shard, [x.key, x.prefix, node_parent_field(x.parent), x.generation, int(x.guard)])
+            for x in checks
+        ],
         [ctx.config.put_start_discard_timeout_ms],
     )
-    return [Prechecked(bool(int(hit)), bool(int(adopted))) for hit, adopted in replies]
+    return [
+        Prechecked(bool(int(hit)), bool(int(adopted)), bool(int(orphan)))
+        for hit, adopted, orphan in replies
+    ]
