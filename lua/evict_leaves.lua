@@ -22,8 +22,9 @@
 --       anchor, shard index, n, then n items of leaf hash, pick position (children before
 --       their parents: the leaves are tried in that order, so a parent chosen with its
 --       children finds them gone on its first try).
--- Returns: {1, {per leaf: {status, keys unregistered, bytes, parent (as its node stores it),
---          parent shard, erased object key...}} (one table per leaf),
+-- Returns: {1, {per leaf, flat: status, keys unregistered, bytes, parent (as its node stores
+--          it), parent shard, erased key count m, m erased object keys} (flat: Redis probes
+--          every table of a reply for seven special fields before it writes it as an array),
 --          {continuation...}, {{shard, outbox entry}...} (none when here), now ms,
 --          {{shard, journal entry}...}, {per segment anchor: its segment_info row ({} when
 --          unknown)}, published (1: the pass's goal is met after this call and the tiered
@@ -139,4 +140,16 @@ if here == 1 and ask.leaves >= 0 and evict_goal_met(ask, tags, evicted, usage) t
   evict_publish_now(groups, ask.leaves + nleaves)
   published = 1
 end
-return { 1, out, conts, frees, now, journal, usage, published }
+-- The rows flat, in ARGV order (pending is free now).
+pending = {}
+for i = 1, #out do
+  local row, n = out[i], #pending
+  for k = 1, 5 do
+    pending[n + k] = row[k]
+  end
+  pending[n + 6] = #row - 5
+  for k = 6, #row do
+    pending[n + k + 1] = row[k]
+  end
+end
+return { 1, pending, conts, frees, now, journal, usage, published }

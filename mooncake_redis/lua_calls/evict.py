@@ -332,9 +332,13 @@ def _fenced(calls: list[tuple[list[int], Any]], leaves: bool) -> list[FencedCall
         rows: list[tuple[int, Any]] = []
         if leaves:
             _, raw, cs, fs, _now, js, _segs, published = reply
-            # per leaf: status, keys unregistered, bytes, parent, parent shard, erased keys...
-            for i, (st, nkeys, nbytes, parent, pshard, *erased) in zip(idx, raw):
-                keys = [_s(k) for k in erased]
+            # per leaf, flat: status, keys unregistered, bytes, parent, parent shard, m, m
+            # erased keys
+            j = 0
+            for i in idx:
+                st, nkeys, nbytes, parent, pshard, m = raw[j : j + 6]
+                keys = [_s(k) for k in raw[j + 6 : j + 6 + m]]
+                j += 6 + m
                 row = EvictedLeaf(
                     _s(st), keys, int(nkeys), int(nbytes), node_parent_hash(parent), int(_s(pshard))
                 )
