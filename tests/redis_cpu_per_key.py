@@ -150,6 +150,18 @@ async def main(tree: str) -> None:
                 ir[name] += int(m[1]) if m else 0
             return ir
 
+        def keep_dumps(keep: str | None) -> None:
+            """With ``GRIND_KEEP=<dir>``: the dumps so far, copied there as ``<n>.<label>`` (for
+            ``callgrind_annotate``)."""
+            if not keep:
+                return
+            os.makedirs(keep, exist_ok=True)
+            files = sorted(
+                glob.glob(f"{workdir}/cg.{proc.pid}.*"), key=lambda f: int(f.split(".")[-1])
+            )
+            for k, (f, name) in enumerate(zip(files, dumped)):
+                shutil.copy(f, os.path.join(keep, f"{k:04d}.{name}"))
+
         def grind_dump(label: str) -> None:
             grind_ctl("-d", label)
             dumped.append(label)
@@ -161,6 +173,7 @@ async def main(tree: str) -> None:
                 rows_ir = {k: round(v / n / 1000, 1) for k, v in sorted(ir.items())}
                 print(tree, "Redis thousand instructions per put key (callgrind):", rows_ir,
                       "total", round(sum(ir.values()) / n / 1000, 1))  # fmt: skip
+                keep_dumps(os.environ.get("GRIND_KEEP"))
             r.config_resetstat()
             done = len(dumped)
             counted = await reads(svc, r, tree, (lambda: grind_ctl("-z"), grind_dump))
