@@ -77,13 +77,21 @@ async def test_no_room_rolls_back_the_partial_block_and_its_children(make_servic
     assert abs(used - 0.8) < 1e-9  # the rolled-back buffers were freed
 
 
-async def test_guard_off_keeps_rfc_shells(make_service: Any) -> None:
-    svc = await mounted(make_service, 1 << 20, radix_put_guard=False)
+@pytest.mark.parametrize("shards", [1, 8])
+async def test_guard_off_keeps_rfc_shells(make_service: Any, shards: int) -> None:
+    """Without the guard a put under a block that is not stored makes it a shell, whether the
+    link step or (one shard) the put's commit links it."""
+    svc = await mounted(make_service, 1 << 20, radix_put_guard=False, num_shards=shards)
     a, b = h("sa"), h("sb")
+    calls = record_calls(svc)
     [res] = await put_batch(svc, [(b, a)])
     assert not isinstance(res, MooncakeError)
+    if shards == 1:
+        assert "radix_link" not in [x.name for x in calls]
     shell = await svc.get_keys_by_prefix(a)
     assert shell.is_shell and shell.children == [b]
+    report = await fsck(svc)
+    assert report.clean, report.to_dict()
 
 
 async def test_unregistering_a_stored_key_leaves_fsck_clean(make_service: Any) -> None:
