@@ -31,6 +31,11 @@ async def put_batch(svc: MasterService, items: list[tuple[str, str]], size: int 
     return res
 
 
+async def fsck_clean(svc: MasterService) -> None:
+    report = await fsck(svc)
+    assert report.clean, report.to_dict()
+
+
 async def stored(svc: MasterService, keys: list[str]) -> list[bool]:
     return [r is True for r in await svc.batch_exist_key(keys)]
 
@@ -90,8 +95,7 @@ async def test_guard_off_keeps_rfc_shells(make_service: Any, shards: int) -> Non
         assert "radix_link" not in [x.name for x in calls]
     shell = await svc.get_keys_by_prefix(a)
     assert shell.is_shell and shell.children == [b]
-    report = await fsck(svc)
-    assert report.clean, report.to_dict()
+    await fsck_clean(svc)
 
 
 async def test_unregistering_a_stored_key_leaves_fsck_clean(make_service: Any) -> None:
@@ -150,8 +154,7 @@ async def test_the_guard_refuses_a_child_of_a_parent_that_is_not_stored(
     assert await svc.radix.get_nodes([b, c]) == [None, None]  # no node, no shell
     if parent_state != "absent":
         assert (await svc.get_keys_by_prefix(p)).children == []
-    report = await fsck(svc)
-    assert report.clean, report.to_dict()
+    await fsck_clean(svc)
 
 
 @pytest.mark.parametrize("shards", [1, 8])
@@ -193,8 +196,7 @@ async def test_a_child_of_a_stored_parent_is_linked_under_it(
     result = await svc.evict_once(max_objects=4)
     assert result.evicted_objects == 4
     assert await stored(svc, [*root, *new]) == [True, True, False, False, False, False]
-    report = await fsck(svc)
-    assert report.clean, report.to_dict()
+    await fsck_clean(svc)
 
 
 @pytest.mark.parametrize("shards", [1, 8])
@@ -210,5 +212,4 @@ async def test_the_guard_answers_first_for_a_put_that_got_no_buffer(
     [res] = await put_batch(svc, [(b, a)], size=200)
     await refused_cleanly(svc, res, a)
     assert await svc.radix.get_nodes([a, b]) == [None, None]
-    report = await fsck(svc)
-    assert report.clean, report.to_dict()
+    await fsck_clean(svc)
