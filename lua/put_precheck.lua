@@ -27,9 +27,7 @@ each_group(function(tag, shard, n)
     end
     local orphan = 0
     if guard == '1' and parent ~= '' then
-      local ph = radix_parent_hash(parent)
-      local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
-      orphan = (g[1] and radix_parent_stored(tag, ph, g[2], g[3]) == 1) and 0 or 1
+      orphan = 1 - radix_node_stored(tag, radix_parent_hash(parent))
     end
     table.insert(out, { hit, store_adopt_edge(tag, prefix, parent, gen), orphan })
   end

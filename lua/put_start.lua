@@ -136,9 +136,7 @@ each_group(function(tag, shard, n)
   local function guard_refuses(parent)
     local r = guard[parent]
     if r == nil then
-      local ph = radix_parent_hash(parent)
-      local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
-      r = not (g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) == 1)
+      r = radix_node_stored(tag, radix_parent_hash(parent), fresh) == 0
       guard[parent] = r
     end
     return r
@@ -217,25 +215,24 @@ each_group(function(tag, shard, n)
     if f[3] == pid then
       code = 'again'
     end
-    if code == E.OK then
-      if f[3] then
-        local t = tonumber(f[1])
-        if store_any_complete(store_replicas(f[2])) or t + discard > now then
-          code, msg = E.OBJECT_ALREADY_EXISTS, 'key ' .. key .. ': object already exists'
-        else
-          takeover = t
-        end
-      end
-    end
-    -- The put guard comes before the commit's own checks, as when it refused the put before
-    -- the commit: only an existing key (not a stale put) answers otherwise.
+    -- The key exists and is not a stale put (a stale one is taken over).
+    local live = f[3] and code ~= 'again'
+      and (store_any_complete(store_replicas(f[2])) or tonumber(f[1]) + discard > now)
     if gen == 'g' and code ~= 'again' and guard_refuses(parent) then
-      if f[3] and (store_any_complete(store_replicas(f[2])) or tonumber(f[1]) + discard > now) then
+      -- The put guard answers before the commit's own checks, as when it refused the put
+      -- before the commit: only a key that exists answers otherwise.
+      if live then
         code, msg = E.OBJECT_ALREADY_EXISTS, 'key ' .. key .. ': object already exists'
       else
         code, msg = E.OBJECT_NOT_FOUND, 'config.parent_block_hash: block ' .. radix_parent_hash(parent)
           .. ' is not stored (or is itself an orphan: its own parent block is gone);'
           .. ' refusing an orphan (radix_put_guard)'
+      end
+    elseif code == E.OK and f[3] then
+      if live then
+        code, msg = E.OBJECT_ALREADY_EXISTS, 'key ' .. key .. ': object already exists'
+      else
+        takeover = tonumber(f[1])
       end
     end
     if code == E.OK and radix_on == 1 then
@@ -347,9 +344,7 @@ each_group(function(tag, shard, n)
       -- here, the parent block's stored flag is reported again (read only: the edge stands).
       fresh[key] = true
       if here then
-        local ph = radix_parent_hash(parent)
-        local g = redis.call('HMGET', K.node(tag, ph), F.node.parent, F.node.nkeys, '.')
-        lgen, lstored = '0', g[1] and radix_parent_stored(tag, ph, g[2], g[3], fresh) or 0
+        lgen, lstored = '0', radix_node_stored(tag, radix_parent_hash(parent), fresh)
       end
     elseif code ~= E.OK and radix_on == 1 and not here then -- linked here: no edge was made
       adopted = store_adopt_edge(tag, prefix, parent, gen)

@@ -140,9 +140,18 @@ class Puts:
         """Reserve + link, then commit, for one chunk of a batch; returns the failed puts (their
         buffers freed, their fresh parent edges dropped)."""
         radix = self.ctx.config.enable_radix_tree
-        limit = self.ctx.config.script_batch_size
-        folded = folded_puts(puts, limit, in_batch) if radix else set()
-        linked = [p for p in puts if radix and p.cfg.parent_block_hash and p.index not in folded]
+        guard = radix and self.ctx.config.radix_put_guard
+        # The puts their commit links (put_links.folded_puts), by index, with the generation
+        # the commit gets: FOLD_STORED when the parent is no block of the batch and the guard
+        # is on (the commit refuses the put when that parent is not stored, as _orphan_puts
+        # does below for a put linked by the link step), else FOLD_LINK.
+        folded = folded_puts(puts, self.ctx.config.script_batch_size, in_batch) if radix else ()
+        fold = {
+            p.index: FOLD_STORED if guard and p.cfg.parent_block_hash not in in_batch else FOLD_LINK
+            for p in puts
+            if p.index in folded
+        }
+        linked = [p for p in puts if radix and p.cfg.parent_block_hash and p.index not in fold]
         # Step 1: reserve buffers (segment tags) and link radix parents (parent shards).
         _, links = await asyncio.gather(
             self.allocator.reserve(puts),
@@ -158,16 +167,7 @@ class Puts:
         await self.ctx.checkpoint("put_start:reserved")
         failed: list[PutItem] = []
         empty = [p for p in puts if not p.reps]
-        guard = radix and self.ctx.config.radix_put_guard
         orphans = self._orphan_puts(linked, in_batch) if guard else []
-        # A folded put whose parent is no block of the batch: with the guard, its commit
-        # refuses it when that parent is not stored (FOLD_STORED), as _orphan_puts does here
-        # for a put linked by the link step.
-        fold = {
-            p.index: FOLD_STORED if guard and p.cfg.parent_block_hash not in in_batch else FOLD_LINK
-            for p in puts
-            if p.index in folded
-        }
         if empty or orphans:
             # an empty put its commit would have guarded: the precheck applies the guard
             guarded = {p.index for p in empty if fold.get(p.index) == FOLD_STORED}
@@ -202,7 +202,7 @@ class Puts:
         pre = [
             p
             for p in todo
-            if p.prefix in rooted and p.cfg.parent_block_hash and p.index not in folded
+            if p.prefix in rooted and p.cfg.parent_block_hash and p.index not in fold
         ]
         checked: set[int] = set()
         if pre:

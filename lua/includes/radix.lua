@@ -451,6 +451,13 @@ local function radix_parent_stored(tag, parent, nk, dot, skip)
   return stored
 end
 
+-- radix_parent_stored of node h, read here (one HMGET): 0 when h has no node. The put guard of
+-- a put linked in its commit (put_start 'g', put_precheck), and a resent commit's stored flag.
+local function radix_node_stored(tag, h, skip)
+  local f = redis.call('HMGET', K.node(tag, h), F.node.parent, F.node.nkeys, '.')
+  return f[1] and radix_parent_stored(tag, h, f[2], f[3], skip) or 0
+end
+
 -- The parent side of one link parent -> child (cf: the child's edge field) in a call that
 -- links several (radix_link's pairs; put_start's in-call links): adds the edge, creating a
 -- shell parent if needed, and takes the parent out of the leaf index (acc.unleaf: the caller
